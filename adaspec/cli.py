@@ -1,0 +1,185 @@
+"""`adaspec` command line: flags in the seed's style (`--flag=value`, booleans `true|false`).
+
+Engine flags are generated from `EngineConfig`'s fields, so one flag set serves every subcommand.
+Wrong flags and values exit with status 2 and a message that names the flag and the fix.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import difflib
+import json
+import sys
+import time
+from typing import Any, Sequence
+
+from .config import ConfigError, EngineConfig
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse, but an unknown flag is answered with the closest known one."""
+
+    def error(self, message: str):  # noqa: D401 - argparse API
+        if "unrecognized arguments" in message:
+            known = _all_flags(self)
+            hints = []
+            for arg in message.split(":", 1)[1].split():
+                flag = arg.split("=", 1)[0]
+                close = difflib.get_close_matches(flag, known, n=1)
+                hints.append(f"{flag} (did you mean {close[0]}?)" if close else flag)
+            message = f"unknown flag(s): {', '.join(hints)}; see `{self.prog} --help`"
+        super().error(message)
+
+
+def _all_flags(parser: argparse.ArgumentParser) -> list[str]:
+    flags = []
+    for action in parser._actions:
+        flags += action.option_strings
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                flags += _all_flags(child)
+    return flags
+
+
+def parse_bool(value: str) -> bool:
+    v = value.strip().lower()
+    if v in ("true", "1", "yes"):
+        return True
+    if v in ("false", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
+
+
+def _choice(allowed: Sequence[str]):
+    def check(value: str) -> str:
+        if value not in allowed and not (value.startswith("cuda:") and "cuda" in allowed):
+            raise argparse.ArgumentTypeError(f"allowed values are {', '.join(allowed)}; got {value!r}")
+        return value
+
+    return check
+
+
+def _add_bool(parser: argparse.ArgumentParser, name: str, default: bool, help: str) -> None:
+    parser.add_argument(f"--{name}", type=parse_bool, nargs="?", const=True, default=default,
+                        metavar="true|false", help=f"{help} (default {str(default).lower()})")
+
+
+def add_engine_flags(parser: argparse.ArgumentParser) -> None:
+    """One flag per EngineConfig field, typed from the field's default."""
+    from .config import DEVICES, DTYPES, SPECULATIVE_ALGORITHMS
+
+    choices = {"dtype": DTYPES, "device": DEVICES, "speculative_algorithm": SPECULATIVE_ALGORITHMS}
+    helps = EngineConfig.field_help()
+    for f in dataclasses.fields(EngineConfig):
+        if isinstance(f.default, bool):
+            _add_bool(parser, f.name, f.default, helps[f.name])
+            continue
+        kwargs: dict[str, Any] = {"default": f.default, "help": helps[f.name]}
+        if f.name in choices:
+            kwargs["type"] = _choice(choices[f.name])
+            kwargs["metavar"] = "|".join(choices[f.name])
+        elif f.name in ("model", "draft_model"):
+            kwargs["type"] = str
+        else:
+            kwargs["type"] = int
+        parser.add_argument(f"--{f.name}", **kwargs)
+
+
+def engine_config(args: argparse.Namespace) -> EngineConfig:
+    return EngineConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(EngineConfig)}).validate()
+
+
+def build_parser() -> ArgumentParser:
+    parser = ArgumentParser(prog="adaspec", allow_abbrev=False, description="adaspec: LLM inference with adaptive speculative decoding")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=ArgumentParser)
+    sub.required = True
+
+    gen = sub.add_parser("generate", help="generate completions for prompts and print them",
+                         description="Generate completions with the engine (default model: bundled SmolLM2-135M-Instruct).",
+                         allow_abbrev=False)
+    gen.add_argument("--prompt", action="append", default=[], help="a prompt (repeatable)")
+    gen.add_argument("--prompts_file", help="JSONL file: one prompt per line, a JSON string or {\"prompt\": ...}")
+    gen.add_argument("--max_tokens", type=int, default=64, help="maximum new tokens per prompt (default 64)")
+    gen.add_argument("--temperature", type=float, default=0.0, help="sampling temperature, 0 = greedy (default 0)")
+    gen.add_argument("--top_k", type=int, default=0, help="keep the k most likely tokens, 0 = off (default 0)")
+    gen.add_argument("--top_p", type=float, default=1.0, help="nucleus sampling mass, 1 = off (default 1)")
+    gen.add_argument("--min_p", type=float, default=0.0, help="drop tokens below min_p x the top probability (default 0)")
+    gen.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
+    _add_bool(gen, "chat", True, "wrap each prompt in the model's chat template")
+    _add_bool(gen, "json", False, "print one JSON object (outputs and stats) and nothing else on stdout")
+    add_engine_flags(gen)
+    return parser
+
+
+def _read_prompts(args: argparse.Namespace) -> list[str]:
+    prompts = list(args.prompt)
+    if args.prompts_file:
+        try:
+            with open(args.prompts_file) as f:
+                for n, line in enumerate(f, 1):
+                    if not line.strip():
+                        continue
+                    try:
+                        item = json.loads(line)
+                    except json.JSONDecodeError as e:
+                        raise SystemExit(f"--prompts_file: line {n} is not JSON ({e.msg})")
+                    if isinstance(item, dict) and isinstance(item.get("prompt"), str):
+                        item = item["prompt"]
+                    if not isinstance(item, str):
+                        raise SystemExit(f"--prompts_file: line {n} must be a string or an object with a \"prompt\" string")
+                    prompts.append(item)
+        except OSError as e:
+            raise SystemExit(f"--prompts_file: cannot read {args.prompts_file}: {e.strerror}")
+    if not prompts:
+        raise SystemExit("no prompt given: pass --prompt=TEXT (repeatable) or --prompts_file=FILE.jsonl")
+    return prompts
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
+    from .engine.llm_engine import LLM, RequestError
+    from .sampling_params import SamplingParams
+
+    prompts = _read_prompts(args)
+    try:
+        params = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature, top_k=args.top_k,
+                                top_p=args.top_p, min_p=args.min_p, stop=args.stop)
+    except ValidationError as e:
+        err = e.errors()[0]
+        raise SystemExit(f"--{err['loc'][0]}: {err['msg']}")
+    llm = LLM(**dataclasses.asdict(engine_config(args)))
+    t0 = time.perf_counter()
+    try:
+        outputs = llm.generate(prompts, params, chat=args.chat, use_tqdm=not args.json and len(prompts) > 1)
+    except RequestError as e:
+        raise SystemExit(f"error: {e}")
+    elapsed = time.perf_counter() - t0
+    n_out = sum(len(o.token_ids) for o in outputs)
+    stats = {"output_tokens": n_out, "elapsed_s": round(elapsed, 4), "tokens_per_s": round(n_out / elapsed, 3)}
+    if args.json:
+        print(json.dumps({
+            "outputs": [{"prompt": p, "token_ids": o.token_ids, "text": o.text, "finish_reason": o.finish_reason}
+                        for p, o in zip(prompts, outputs)],
+            "stats": stats,
+        }))
+    else:
+        for p, o in zip(prompts, outputs):
+            print(f"### prompt: {p}\n{o.text}\n[finish_reason={o.finish_reason}, tokens={len(o.token_ids)}]\n")
+        print(f"{n_out} tokens in {elapsed:.2f} s ({stats['tokens_per_s']} tok/s)", file=sys.stderr)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return {"generate": cmd_generate}[args.command](args)
+    except ConfigError as e:
+        print(f"adaspec {args.command}: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,58 @@
+"""The Drafter protocol: what the engine asks of every draft (MTP, DSpark, ...).
+
+Vocabulary (positions are absolute token positions of one request):
+- `h_p`: the target's hidden features at position p (what the target computed when it read token
+  t_p; it predicts t_{p+1}). MTP uses the last layer's pre-norm hidden state; DSpark may ask for
+  several layers (`capture_layers`), concatenated along the feature axis.
+- a **refresh entry** `(p, h_p, t_{p+1})`: produced for every position the target has verified and
+  committed, once t_{p+1} is known (the next prompt token, an accepted draft token, or the
+  replacement/bonus token). Entries arrive in order, without gaps, starting at p = 0.
+- **newest token** `t_n`: the last committed token (not yet in the target's KV cache). The last
+  refresh entry of a request is always `(n-1, h_{n-1}, t_n)`.
+
+One `draft()` call per round does both verbs of the round's draft phase in one pass:
+1. refresh: write the draft's own context (its KV cache) from the new entries, with *target*
+   features, overwriting anything an earlier proposal wrote there with draft features;
+2. propose: draft `num_steps` tokens after t_n, greedily (the draft is always deterministic,
+   R-B4), with one score per token: MTP the draft probability of the selected token
+   `exp(logit - logsumexp(logits))`, DSpark the confidence head's conditional acceptance
+   probability (R-D2).
+`num_steps = 0` refreshes only (the context must stay fresh across rounds that draft nothing).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+
+
+@dataclass
+class DraftBatch:
+    """One round's draft input for B requests; tensors on the engine's device."""
+
+    slots: list[int]  # [B] cache slot of each request (same slot ids as the target)
+    entry_starts: list[int]  # [B] position p of each request's first new refresh entry
+    entry_lens: list[int]  # [B] number of new refresh entries (>= 1)
+    hidden: torch.Tensor  # [R, F] target features h_p of all entries, requests concatenated in order
+    next_tokens: torch.Tensor  # [R] int64, t_{p+1} of each entry
+    num_steps: int  # tokens to propose per request (0 = refresh only)
+
+
+@dataclass
+class DraftOutput:
+    tokens: torch.Tensor  # [B, num_steps] int64, target-vocabulary ids
+    scores: torch.Tensor  # [B, num_steps] float32 in [0, 1]: per-position acceptance predictor
+
+
+class Drafter(Protocol):
+    kind: str  # "mtp" | "dspark"
+    max_steps: int  # most tokens one call may propose (MTP: any k; DSpark: its width w)
+    capture_layers: tuple[int, ...]  # target layers whose outputs form h_p (empty = last layer)
+
+    def allocate(self, num_slots: int, max_len: int) -> None:
+        """Create the draft's own per-slot caches (called once by the runner)."""
+
+    def draft(self, batch: DraftBatch) -> DraftOutput:
+        """Refresh the context from new entries, then propose `batch.num_steps` tokens per request."""

@@ -1,0 +1,297 @@
+"""LLMEngine (the step loop) and LLM (the offline Python API).
+
+`LLMEngine.step()` is one round: schedule -> prepare tensors -> target forward -> sample -> commit.
+The result's `.tolist()` is the one device-to-host point of a step. The same engine object serves
+`LLM.generate`, the CLI and a server loop; nothing here parses flags or prints.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+import torch
+
+from ..config import ConfigError, EngineConfig
+from ..metrics.spec_stats import SpecStats
+from ..rounds import RoundPlan
+from ..sampling_params import SamplingParams
+from .request import Request
+from .scheduler import ScheduledBatch, Scheduler
+
+
+@dataclass
+class RequestOutput:
+    request_id: str
+    prompt: str | None
+    prompt_token_ids: list[int]
+    token_ids: list[int]
+    text: str
+    finish_reason: str | None  # "stop" | "length" | None while running
+    arrival_time: float
+    first_token_time: float | None
+    finish_time: float | None
+
+    @property
+    def finished(self) -> bool:
+        return self.finish_reason is not None
+
+
+class RequestError(ValueError):
+    """A request cannot be served as asked; the message names the field."""
+
+
+def configure_threads(threads: int) -> None:
+    """Default 1 thread; with more, OpenMP must not spin (NOTES.md: 1 s stalls on this machine)."""
+    if threads > 1:
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    torch.set_num_threads(threads)
+
+
+def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
+    if name == "auto":
+        if device.type == "cuda":
+            return torch.bfloat16
+        flags = ""
+        try:
+            with open("/proc/cpuinfo") as f:
+                flags = f.read()
+        except OSError:
+            pass
+        return torch.bfloat16 if ("avx512_bf16" in flags or "amx_bf16" in flags) else torch.float32
+    return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
+
+
+class LLMEngine:
+    def __init__(self, config: EngineConfig, drafter=None):
+        """`drafter`: an object following drafts.base.Drafter, used instead of loading one."""
+        from ..models.loader import load_model, resolve_model
+        from ..models.tokenizer import Tokenizer
+        from ..runner.model_runner import ModelRunner
+        from ..runner.round_runner import RoundRunner
+
+        self.config = config.validate()
+        configure_threads(config.threads)
+        self.device = torch.device(config.device)
+        if self.device.type == "cuda" and not torch.cuda.is_available():
+            raise ConfigError("--device=cuda but no CUDA device is available; use --device=cpu")
+        self.dtype = resolve_dtype(config.dtype, self.device)
+        self.model_dir = resolve_model(config.model)
+        self.model_config, self.model = load_model(self.model_dir, self.dtype, self.device)
+        self.tokenizer = Tokenizer(self.model_dir)
+        limit = self.model_config.max_position_embeddings
+        if config.max_model_len is not None and config.max_model_len > limit:
+            raise ConfigError(f"--max_model_len={config.max_model_len} exceeds the model's context limit {limit}")
+        self.max_model_len = config.max_model_len or min(limit, 2048)
+        self.num_draft_tokens = config.num_draft_tokens
+        # verify rows may run num_draft_tokens positions past the context limit before being cut
+        cache_len = self.max_model_len + self.num_draft_tokens + 1
+        runner = ModelRunner(self.model, config.max_seqs_per_batch, cache_len, self.device)
+        self.drafter = None
+        if config.speculative and drafter is not None:
+            self.drafter = drafter
+        elif config.speculative:
+            from ..drafts.factory import load_drafter
+
+            self.drafter = load_drafter(config.draft_model, config.speculative_algorithm.lower(), self.model,
+                                        self.model_dir, self.device, self.dtype)
+        if self.drafter is not None:
+            if self.num_draft_tokens > self.drafter.max_steps:
+                raise ConfigError(f"--num_speculative_tokens={self.num_draft_tokens} exceeds what the draft "
+                                  f"proposes ({self.drafter.max_steps})")
+            self.drafter.allocate(config.max_seqs_per_batch, cache_len)
+        self.generator = torch.Generator(device=self.device).manual_seed(config.seed)
+        self.rounds = RoundRunner(runner, self.drafter, self.generator)
+        self.scheduler = Scheduler(config.max_seqs_per_batch, config.max_num_batched_tokens)
+        self.spec_stats = SpecStats()
+        self.requests: dict[str, Request] = {}
+        self._ids = itertools.count()
+
+    # ---- admission -------------------------------------------------------------------------
+    def add_request(
+        self,
+        prompt: str | Sequence[int],
+        params: SamplingParams | None = None,
+        request_id: str | None = None,
+        prompt_text: str | None = None,
+    ) -> str:
+        """Queue a request; raises RequestError (nothing queued) if it cannot be served."""
+        return self.enqueue(self.make_request(prompt, params, request_id, prompt_text))
+
+    def make_request(
+        self,
+        prompt: str | Sequence[int],
+        params: SamplingParams | None = None,
+        request_id: str | None = None,
+        prompt_text: str | None = None,
+    ) -> Request:
+        """Check a request before any work is done for it (R-B5); RequestError names the field."""
+        params = params or SamplingParams()
+        reason = params.unsupported_reason(speculative=self.config.speculative)
+        if reason:
+            raise RequestError(reason)
+        if isinstance(prompt, str):
+            text, ids = prompt, self.tokenizer.encode(prompt)
+        else:
+            text, ids = prompt_text, [int(t) for t in prompt]
+        if not ids:
+            raise RequestError("prompt: empty prompt; send at least one token")
+        if len(ids) >= self.max_model_len:
+            raise RequestError(
+                f"prompt: {len(ids)} tokens do not fit the context limit {self.max_model_len} "
+                "(--max_model_len); shorten the prompt"
+            )
+        bad = [t for t in ids if not 0 <= t < self.model_config.vocab_size]
+        if bad:
+            raise RequestError(f"prompt: token ids {bad[:5]} are outside the vocabulary (size {self.model_config.vocab_size})")
+        request_id = request_id or f"req-{next(self._ids)}"
+        if request_id in self.requests:
+            raise RequestError(f"request_id {request_id!r} is already in use")
+        req = Request(request_id, text, ids, params)
+        if params.seed is not None:
+            req.generator = torch.Generator(device=self.device).manual_seed(params.seed)
+        return req
+
+    def enqueue(self, req: Request) -> str:
+        self.requests[req.request_id] = req
+        self.scheduler.add(req)
+        return req.request_id
+
+    def abort(self, request_id: str) -> None:
+        req = self.requests.pop(request_id, None)
+        if req is not None and not req.finished:
+            self.scheduler.finish(req)
+            self.rounds.release(request_id)
+
+    def has_unfinished(self) -> bool:
+        return self.scheduler.has_unfinished()
+
+    # ---- one step ------------------------------------------------------------------------
+    def step(self) -> list[RequestOutput]:
+        """Run one round; returns the state of every request that produced a token (or finished)."""
+        batch = self.scheduler.schedule(rows_per_decode=1 + self.num_draft_tokens)
+        if not batch:
+            return []
+        plan = self.plan(batch)
+        result = self.rounds.run(batch.chunks, plan)
+        self.spec_stats.observe(result.verify_lens, result.num_accepted)
+        return self.commit(batch, result)
+
+    def plan(self, batch: ScheduledBatch) -> RoundPlan:
+        """How much each decoding request speculates this round (fixed width; controllers come later).
+
+        A request never verifies more draft tokens than it may still emit: tokens past max_tokens
+        or the context limit would be thrown away, so verifying them is wasted work.
+        """
+        decoding = [c.request for c in batch.chunks if c.is_decode]
+        K = self.num_draft_tokens
+        if not K:
+            return RoundPlan.plain(len(decoding))
+        lens = tuple(
+            max(0, min(K, r.params.max_tokens - len(r.output_token_ids) - 1, self.max_model_len - r.num_tokens - 1))
+            for r in decoding
+        )
+        return RoundPlan(K, lens)
+
+    def commit(self, batch: ScheduledBatch, result) -> list[RequestOutput]:
+        """Advance cache lengths (rejected rows are dropped by not counting them) and append tokens."""
+        now = time.perf_counter()
+        updates = []
+        for chunk, tokens in zip(batch.chunks, result.new_tokens):
+            req = chunk.request
+            # prefill: the chunk's rows; decode: t_n and the accepted drafts (the last token is new)
+            req.num_computed += len(chunk.token_ids) if not chunk.is_decode else len(tokens)
+            if not tokens:
+                continue
+            if req.first_token_time is None:
+                req.first_token_time = now
+            self._append_tokens(req, tokens)
+            if req.finished:
+                self.rounds.release(req.request_id)
+            updates.append(self._output(req))
+        return updates
+
+    # ---- commit and stopping ---------------------------------------------------------------
+    def _append_tokens(self, req: Request, tokens: Iterable[int]) -> None:
+        """Commit tokens in order until one finishes the request; later ones are dropped."""
+        p = req.params
+        eos = () if p.ignore_eos else self.tokenizer.eos_token_ids
+        for token in tokens:
+            req.output_token_ids.append(token)
+            if token in eos or token in p.stop_token_ids:
+                return self._finish(req, "stop")
+            if p.stop and self._match_stop_string(req):
+                return self._finish(req, "stop")
+            if len(req.output_token_ids) >= p.max_tokens or req.num_tokens >= self.max_model_len:
+                return self._finish(req, "length")
+
+    def _match_stop_string(self, req: Request) -> bool:
+        text = self.tokenizer.decode(req.output_token_ids)
+        # only the tail can hold a new match: the previous tokens were checked already
+        window = max(len(s) for s in req.params.stop) + 16
+        hits = [i for s in req.params.stop if (i := text.find(s, max(0, len(text) - window))) >= 0]
+        if hits:
+            req.stop_text_end = min(hits)
+            return True
+        return False
+
+    def _finish(self, req: Request, reason: str) -> None:
+        req.finish_reason, req.finish_time = reason, time.perf_counter()
+        self.scheduler.finish(req)
+
+    def _output(self, req: Request) -> RequestOutput:
+        text = self.tokenizer.decode(req.output_token_ids)
+        if req.stop_text_end is not None:
+            text = text[: req.stop_text_end]
+        if req.finished:
+            self.requests.pop(req.request_id, None)
+        return RequestOutput(
+            req.request_id, req.prompt, req.prompt_token_ids, list(req.output_token_ids), text,
+            req.finish_reason, req.arrival_time, req.first_token_time, req.finish_time,
+        )
+
+
+class LLM:
+    """Offline API: `LLM(model=...).generate(prompts, SamplingParams(...))`."""
+
+    def __init__(self, model: str | None = None, drafter=None, **config):
+        self.engine = LLMEngine(EngineConfig(model=model, **config), drafter=drafter)
+        self.tokenizer = self.engine.tokenizer
+
+    def generate(
+        self,
+        prompts: str | Sequence[str] | Sequence[Sequence[int]],
+        params: SamplingParams | Sequence[SamplingParams] | None = None,
+        chat: bool = False,
+        use_tqdm: bool = False,
+    ) -> list[RequestOutput]:
+        if isinstance(prompts, str) or (prompts and isinstance(prompts[0], int)):
+            prompts = [prompts]
+        params_list = list(params) if isinstance(params, (list, tuple)) else [params or SamplingParams()] * len(prompts)
+        if len(params_list) != len(prompts):
+            raise RequestError(f"got {len(params_list)} SamplingParams for {len(prompts)} prompts")
+        requests = []
+        for prompt, p in zip(prompts, params_list):  # check all before queuing any
+            if chat and isinstance(prompt, str):
+                requests.append(self.engine.make_request(self.tokenizer.chat_prompt_ids(prompt), p, prompt_text=prompt))
+            else:
+                requests.append(self.engine.make_request(prompt, p))
+        ids = [self.engine.enqueue(r) for r in requests]
+        results: dict[str, RequestOutput] = {}
+        bar = None
+        if use_tqdm:
+            from tqdm import tqdm
+
+            bar = tqdm(total=len(ids), desc="generate", unit="req")
+        while self.engine.has_unfinished():
+            for out in self.engine.step():
+                if out.finished:
+                    results[out.request_id] = out
+                    if bar is not None:
+                        bar.update(1)
+        if bar is not None:
+            bar.close()
+        return [results[rid] for rid in ids]

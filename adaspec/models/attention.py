@@ -1,0 +1,112 @@
+"""Ragged attention over the position-indexed KV cache (R-A2).
+
+A forward carries `T` new rows in one flat tensor; request b contributes `q_b` consecutive rows at
+positions `start_b .. start_b + q_b - 1`. Projections and MLPs run on the flat rows (no padding
+where the cost is). Only attention groups rows by request: queries are scattered into a
+`[B, q_max]` grid (a no-op reshape when every request brings the same number of rows, as in plain
+decode) and attend to their slot's cache up to the longest context of the batch, with a mask that
+hides each request's future and anything past its own length.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+
+@dataclass
+class RaggedLayout:
+    """How the flat rows of one forward map onto request slots. Built once, used by every layer."""
+
+    row_slot: torch.Tensor  # [T] int64, cache slot of each flat row
+    row_pos: torch.Tensor  # [T] int64, absolute position of each flat row
+    slots: torch.Tensor  # [B] int64, cache slot of each request
+    slot_range: tuple[int, int] | None  # (first, stop) when slots are consecutive: cache view, no gather
+    pad_index: torch.Tensor | None  # [T] int64 into the [B * q_max] grid; None when dense
+    mask: torch.Tensor | None  # [B, 1, q_max, L] bool, True = may attend; None = no masking needed
+    num_requests: int
+    q_max: int
+    ctx_len: int  # L: keys 0..L-1 are read
+
+
+def build_layout(
+    slots: list[int],
+    starts: list[int],
+    q_lens: list[int],
+    device: torch.device | str = "cpu",
+    sliding_window: int | None = None,
+) -> RaggedLayout:
+    """Layout for requests with cache `slots`, `q_lens[b]` new rows starting at position `starts[b]`."""
+    if not (len(slots) == len(starts) == len(q_lens)) or not slots:
+        raise ValueError("build_layout needs one slot, start and q_len per request (at least one)")
+    if min(q_lens) < 1:
+        raise ValueError("every request in a forward brings at least one row")
+    num_req, q_max = len(slots), max(q_lens)
+    ctx_len = max(s + q for s, q in zip(starts, q_lens))
+    row_slot, row_pos, pad_index = [], [], []
+    for b, (slot, start, q) in enumerate(zip(slots, starts, q_lens)):
+        row_slot += [slot] * q
+        row_pos += range(start, start + q)
+        pad_index += range(b * q_max, b * q_max + q)
+    dense = all(q == q_max for q in q_lens)
+    ordered = sorted(slots)
+    consecutive = slots == ordered and ordered[-1] - ordered[0] == num_req - 1
+
+    as_long = lambda xs: torch.tensor(xs, dtype=torch.long, device=device)  # noqa: E731
+    mask = None
+    single_row_at_end = num_req == 1 and q_max == 1
+    if not single_row_at_end or sliding_window is not None:
+        qpos = torch.full((num_req, q_max), -1, dtype=torch.long)
+        for b, (start, q) in enumerate(zip(starts, q_lens)):
+            qpos[b, :q] = torch.arange(start, start + q)
+        keys = torch.arange(ctx_len)
+        allowed = keys[None, None, :] <= qpos[:, :, None]
+        if sliding_window is not None:
+            allowed &= keys[None, None, :] > qpos[:, :, None] - sliding_window
+        # padding rows see key 0 only: a fully masked row would turn into NaN inside softmax
+        allowed[:, :, 0] |= qpos < 0
+        mask = allowed[:, None].to(device)
+    return RaggedLayout(
+        row_slot=as_long(row_slot),
+        row_pos=as_long(row_pos),
+        slots=as_long(slots),
+        slot_range=(ordered[0], ordered[-1] + 1) if consecutive else None,
+        pad_index=None if dense else as_long(pad_index),
+        mask=mask,
+        num_requests=num_req,
+        q_max=q_max,
+        ctx_len=ctx_len,
+    )
+
+
+def ragged_attention(
+    q: torch.Tensor,  # [T, H, D]
+    k: torch.Tensor,  # [T, KVH, D]
+    v: torch.Tensor,  # [T, KVH, D]
+    cache_k: torch.Tensor,  # [S, KVH, max_len, D]
+    cache_v: torch.Tensor,  # [S, KVH, max_len, D]
+    layout: RaggedLayout,
+) -> torch.Tensor:  # [T, H * D]
+    cache_k[layout.row_slot, :, layout.row_pos] = k
+    cache_v[layout.row_slot, :, layout.row_pos] = v
+    L = layout.ctx_len
+    if layout.slot_range is not None:
+        first, stop = layout.slot_range
+        keys, values = cache_k[first:stop, :, :L], cache_v[first:stop, :, :L]
+    else:
+        keys, values = cache_k[layout.slots, :, :L], cache_v[layout.slots, :, :L]
+    num_rows, heads, dim = q.shape
+    B, q_max = layout.num_requests, layout.q_max
+    if layout.pad_index is None:
+        grid = q.view(B, q_max, heads, dim)
+    else:
+        grid = q.new_zeros(B * q_max, heads, dim)
+        grid[layout.pad_index] = q
+        grid = grid.view(B, q_max, heads, dim)
+    out = F.scaled_dot_product_attention(
+        grid.transpose(1, 2), keys, values, attn_mask=layout.mask, enable_gqa=keys.shape[1] != heads
+    )
+    out = out.transpose(1, 2).reshape(B * q_max, heads * dim)
+    return out if layout.pad_index is None else out[layout.pad_index]

@@ -1,0 +1,137 @@
+"""The Llama-family decoder (Llama, Qwen2, Mistral), top to bottom, in plain PyTorch (R-A1).
+
+Parameter names follow the Hugging Face checkpoints (`model.layers.0.self_attn.q_proj.weight`, ...)
+so a safetensors state dict loads as is. A forward takes flat rows from any number of requests
+(ragged, R-A2) and returns the *pre-norm* hidden states of all rows; `logits()` applies the final
+norm and LM head only to the rows that are sampled. Drafts read the hidden states they need
+(last layer, or several layers for DSpark) from `forward(capture_layers=...)`.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+from .attention import RaggedLayout, ragged_attention
+from .config import ModelConfig
+from .rope import RotaryEmbedding, apply_rotary
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        dtype = x.dtype
+        x = x.to(torch.float32)
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * x.to(dtype)
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.heads, self.kv_heads, self.head_dim = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
+        h, qkv_bias = cfg.hidden_size, cfg.attention_bias
+        self.q_proj = nn.Linear(h, self.heads * self.head_dim, bias=qkv_bias)
+        self.k_proj = nn.Linear(h, self.kv_heads * self.head_dim, bias=qkv_bias)
+        self.v_proj = nn.Linear(h, self.kv_heads * self.head_dim, bias=qkv_bias)
+        self.o_proj = nn.Linear(self.heads * self.head_dim, h, bias=cfg.o_proj_bias)
+
+    def forward(self, x, cos, sin, cache_k, cache_v, layout: RaggedLayout):
+        T = x.shape[0]
+        q = apply_rotary(self.q_proj(x).view(T, self.heads, self.head_dim), cos, sin)
+        k = apply_rotary(self.k_proj(x).view(T, self.kv_heads, self.head_dim), cos, sin)
+        v = self.v_proj(x).view(T, self.kv_heads, self.head_dim)
+        return self.o_proj(ragged_attention(q, k, v, cache_k, cache_v, layout))
+
+
+class MLP(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        h, f, bias = cfg.hidden_size, cfg.intermediate_size, cfg.mlp_bias
+        self.gate_proj = nn.Linear(h, f, bias=bias)
+        self.up_proj = nn.Linear(h, f, bias=bias)
+        self.down_proj = nn.Linear(f, h, bias=bias)
+
+    def forward(self, x):
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.self_attn = Attention(cfg)
+        self.mlp = MLP(cfg)
+        self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+
+    def forward(self, x, cos, sin, cache_k, cache_v, layout):
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, cache_k, cache_v, layout)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class LlamaBackbone(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
+        self.layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.num_layers))
+        self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+
+
+class LlamaForCausalLM(nn.Module):
+    def __init__(self, cfg: ModelConfig, dtype: torch.dtype = torch.float32, device="cpu"):
+        super().__init__()
+        self.config = cfg
+        with torch.device("meta"):
+            self.model = LlamaBackbone(cfg)
+            self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
+        self.to_empty(device=device)
+        self.to(dtype)
+        self.rope = RotaryEmbedding(cfg, device, dtype)
+        self.requires_grad_(False)
+
+    def load_weights(self, state_dict: dict[str, torch.Tensor]) -> None:
+        """Copy a Hugging Face state dict in; missing or unexpected tensors are an error."""
+        state_dict = dict(state_dict)
+        if self.config.tie_word_embeddings:
+            state_dict.pop("lm_head.weight", None)
+        own = self.state_dict()
+        missing = sorted(set(own) - set(state_dict) - ({"lm_head.weight"} if self.config.tie_word_embeddings else set()))
+        unexpected = sorted(k for k in set(state_dict) - set(own) if not k.endswith("rotary_emb.inv_freq"))
+        if missing or unexpected:
+            raise ValueError(f"checkpoint does not fit the config: missing {missing[:5]}, unexpected {unexpected[:5]}")
+        with torch.no_grad():
+            for name, tensor in state_dict.items():
+                if name in own:
+                    if own[name].shape != tensor.shape:
+                        raise ValueError(f"{name}: checkpoint shape {tuple(tensor.shape)} != {tuple(own[name].shape)}")
+                    own[name].copy_(tensor)
+            if self.config.tie_word_embeddings:
+                self.lm_head.weight = self.model.embed_tokens.weight
+
+    @torch.inference_mode()
+    def forward(
+        self,
+        input_ids: torch.Tensor,  # [T] int64
+        layout: RaggedLayout,
+        kv_cache,  # .k / .v: per-layer [S, KVH, max_len, D]
+        capture_layers: tuple[int, ...] = (),
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """Returns pre-norm hidden states [T, hidden] and the outputs of `capture_layers` (same shape)."""
+        x = self.model.embed_tokens(input_ids)
+        cos, sin = self.rope.cos_sin(layout.row_pos)
+        captured = []
+        for i, layer in enumerate(self.model.layers):
+            x = layer(x, cos, sin, kv_cache.k[i], kv_cache.v[i], layout)
+            if i in capture_layers:
+                captured.append(x)
+        return x, captured
+
+    @torch.inference_mode()
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Final norm + LM head on the selected rows; float32 logits [R, vocab]."""
+        return self.lm_head(self.model.norm(hidden)).float()

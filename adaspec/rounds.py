@@ -1,0 +1,28 @@
+"""Per-round plain data passed between the engine, the controllers and the runner.
+
+A round: the scheduler picks chunks (`engine.scheduler.ScheduledBatch`), a plan says how much
+speculation each decoding request gets (`RoundPlan`), the runner drafts, verifies, samples and
+accepts, and hands back a `RoundResult` of Python lists (after the round's one host sync).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class RoundPlan:
+    num_steps: int  # draft tokens proposed per decoding request (MTP: k, DSpark: width w; 0 = none)
+    verify_lens: tuple[int, ...]  # per decoding request, in batch order: draft tokens the target verifies (<= num_steps)
+
+    @staticmethod
+    def plain(num_decoding: int) -> "RoundPlan":
+        return RoundPlan(0, (0,) * num_decoding)
+
+
+@dataclass
+class RoundResult:
+    new_tokens: list[list[int]]  # per chunk of the batch: tokens to commit ([] for a non-final prefill chunk)
+    verify_lens: list[int]  # per decoding request: L_b
+    num_accepted: list[int]  # per decoding request: m_b (<= L_b)
+    draft_scores: list[list[float]] = field(default_factory=list)  # per decoding request: scores of its num_steps drafts

@@ -1,0 +1,35 @@
+"""Position-indexed KV cache, one preallocated row of positions per request slot (R-A2).
+
+Layout per layer: `k[slot, kv_head, position, head_dim]` (same for v). A forward writes the keys of
+its new rows at their absolute positions; what a request "has" is only its length, kept by the
+engine. Rolling back rejected draft rows is therefore free: the engine sets a shorter length and
+the next forward overwrites those positions. Nothing is ever copied or compacted.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+class KVCache:
+    def __init__(
+        self,
+        num_layers: int,
+        num_slots: int,
+        num_kv_heads: int,
+        max_len: int,
+        head_dim: int,
+        dtype: torch.dtype,
+        device: torch.device | str = "cpu",
+    ):
+        self.num_slots = num_slots
+        self.max_len = max_len
+        shape = (num_slots, num_kv_heads, max_len, head_dim)
+        # zeros, not empty: masked positions are multiplied by 0 in attention, and 0 * NaN from
+        # uninitialised memory would poison the output.
+        self.k = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(num_layers)]
+        self.v = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(num_layers)]
+
+    @property
+    def bytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in self.k + self.v)

@@ -1,0 +1,152 @@
+"""RoundRunner: one round on the device — draft, verify (ragged), sample, accept.
+
+The engine hands over the scheduled chunks and a `RoundPlan`; the runner returns a `RoundResult`
+of Python lists. Everything between the draft and the result stays on the device: the draft
+tokens are scattered into the target's input rows by index, acceptance is counted with tensor
+ops, and the round ends with one device-to-host transfer of the results (R-C4).
+
+It also keeps each request's pending *refresh entries* (drafts/base.py): the target features of
+every committed position and the token after it, handed to the drafter at its next call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from ..drafts.base import DraftBatch, Drafter, DraftOutput
+from ..rounds import RoundPlan, RoundResult
+from ..sampling.sampler import SamplingTensors, sample
+from ..sampling.verify import count_accepted
+from .model_runner import ModelRunner
+
+
+@dataclass
+class _Pending:
+    start: int  # position p of the first entry not yet given to the drafter
+    hidden: list[torch.Tensor] = field(default_factory=list)  # chunks of [n_i, F]
+    next_tokens: list[int] = field(default_factory=list)
+
+    @property
+    def length(self) -> int:
+        return len(self.next_tokens)
+
+
+class RoundRunner:
+    def __init__(self, runner: ModelRunner, drafter: Drafter | None, default_generator: torch.Generator):
+        self.runner, self.drafter = runner, drafter
+        self.device = runner.device
+        self.default_generator = default_generator
+        self.pending: dict[str, _Pending] = {}
+        self.capture_layers = tuple(drafter.capture_layers) if drafter else ()
+
+    def release(self, request_id: str) -> None:
+        self.pending.pop(request_id, None)
+
+    # ------------------------------------------------------------------------------------
+    def run(self, chunks, plan: RoundPlan) -> RoundResult:
+        """chunks: ScheduledChunk list (decoding chunks carry exactly the newest token)."""
+        decoding = [c for c in chunks if c.is_decode]
+        K = plan.num_steps if self.drafter is not None else 0
+        lens = list(plan.verify_lens) if K else [0] * len(decoding)
+        draft = self._draft(decoding, K) if self.drafter is not None and decoding else None
+
+        # Target input rows: prefill chunks as scheduled; decoding request b reads [t_n, d_1..d_Lb].
+        rows, sample_rows, n_sampled, draft_dst, draft_src = [], [], [], [], []
+        offset, b = 0, 0
+        for c in chunks:
+            if c.is_decode:
+                L = lens[b]
+                rows.append(c.token_ids + [0] * L)  # draft tokens are scattered in below
+                draft_dst += range(offset + 1, offset + 1 + L)
+                draft_src += range(b * K, b * K + L)
+                sample_rows += range(offset, offset + 1 + L)
+                n_sampled.append(1 + L)
+                b += 1
+            else:
+                rows.append(c.token_ids)
+                if c.sample:
+                    sample_rows.append(offset + len(c.token_ids) - 1)
+                n_sampled.append(int(c.sample))
+            offset += len(rows[-1])
+        inputs = self.runner.prepare([c.request.slot for c in chunks], [c.start for c in chunks], rows, sample_rows)
+        if draft_dst:
+            idx = torch.tensor(draft_dst, dtype=torch.long, device=self.device)
+            src = torch.tensor(draft_src, dtype=torch.long, device=self.device)
+            inputs.input_ids[idx] = draft.tokens.reshape(-1)[src]
+        out = self.runner.forward(inputs, self.capture_layers)
+
+        # Sample every sampled row from its request's filtered target distribution (R-B3).
+        row_params = [c.request.params for c, n in zip(chunks, n_sampled) for _ in range(n)]
+        row_gens = [c.request.generator for c, n in zip(chunks, n_sampled) for _ in range(n)]
+        tensors = SamplingTensors.from_params(row_params, self.device)
+        y = sample(out.logits, tensors, row_gens, default_generator=self.default_generator)
+
+        # Acceptance for decoding requests, on the device: y laid out as [B, K + 1].
+        accepted = None
+        if decoding and K:
+            grid_dst, y_src, off, b = [], [], 0, 0
+            for c, n in zip(chunks, n_sampled):
+                if c.is_decode:
+                    grid_dst += range(b * (K + 1), b * (K + 1) + n)
+                    y_src += range(off, off + n)
+                    b += 1
+                off += n
+            grid = torch.full((len(decoding) * (K + 1),), -1, dtype=torch.long, device=self.device)
+            grid[torch.tensor(grid_dst, device=self.device)] = y[torch.tensor(y_src, device=self.device)]
+            lens_t = torch.tensor(lens, dtype=torch.long, device=self.device)
+            accepted = count_accepted(draft.tokens, grid.view(-1, K + 1), lens_t)
+
+        # The round's one device-to-host transfer.
+        y_host = y.tolist()
+        acc_host = accepted.tolist() if accepted is not None else [0] * len(decoding)
+        d_host = draft.tokens.tolist() if draft is not None and K else [[] for _ in decoding]
+        s_host = draft.scores.tolist() if draft is not None and K else [[] for _ in decoding]
+
+        new_tokens, row, yi, b = [], 0, 0, 0
+        for c, q, n in zip(chunks, (len(r) for r in rows), n_sampled):
+            req = c.request
+            if c.is_decode:
+                m = acc_host[b]
+                toks = d_host[b][:m] + [y_host[yi + m]]
+                self._add_entries(req.request_id, c.start, out, row, m + 1, toks)
+                b += 1
+            elif c.sample:
+                toks = [y_host[yi]]
+                self._add_entries(req.request_id, c.start, out, row, q, c.token_ids[1:] + toks)
+            else:
+                toks = []
+                following = c.token_ids[1:] + req.tokens(c.start + q, c.start + q + 1)
+                self._add_entries(req.request_id, c.start, out, row, q, following)
+            new_tokens.append(toks)
+            row += q
+            yi += n
+        return RoundResult(new_tokens, lens, acc_host, s_host)
+
+    # ------------------------------------------------------------------------------------
+    def _features(self, out, start: int, n: int) -> torch.Tensor:
+        if self.capture_layers:
+            return torch.cat([h[start:start + n] for h in out.captured], dim=-1)
+        return out.hidden[start:start + n]
+
+    def _add_entries(self, request_id: str, pos: int, out, row: int, n: int, next_tokens: list[int]) -> None:
+        if self.drafter is None:
+            return
+        p = self.pending.setdefault(request_id, _Pending(start=pos))
+        assert p.start + p.length == pos, "refresh entries must arrive without gaps"
+        p.hidden.append(self._features(out, row, n))
+        p.next_tokens += next_tokens[:n]
+
+    def _draft(self, decoding, num_steps: int) -> DraftOutput | None:
+        """Refresh every decoding request's draft context and propose `num_steps` tokens each."""
+        batch_pending = [self.pending.pop(c.request.request_id) for c in decoding]
+        batch = DraftBatch(
+            slots=[c.request.slot for c in decoding],
+            entry_starts=[p.start for p in batch_pending],
+            entry_lens=[p.length for p in batch_pending],
+            hidden=torch.cat([h for p in batch_pending for h in p.hidden], dim=0),
+            next_tokens=torch.tensor([t for p in batch_pending for t in p.next_tokens], dtype=torch.long, device=self.device),
+            num_steps=num_steps,
+        )
+        return self.drafter.draft(batch)

@@ -1,0 +1,166 @@
+"""Vectorised token sampler (R-I1), also used to verify speculative rows (R-B3).
+
+Every row of the logits is independent ("rows are just rows"): a request that verifies k
+draft tokens simply contributes k+1 rows, each carrying that request's parameters.
+
+Filter order, per random row (temperature > 0):
+
+1. temperature scaling: ``x = logits / temperature``;
+2. top-k: keep tokens whose scaled logit is >= the k-th largest (ties with the k-th token are
+   all kept, so the result never depends on sort order); ``top_k = 0`` disables it;
+3. top-p (nucleus): on the *top-k-filtered, temperature-scaled* distribution, renormalised,
+   keep the smallest set of most likely tokens whose mass reaches ``top_p``: a token survives
+   iff the mass of tokens strictly more likely than it is < ``top_p`` (so the top token always
+   survives and ties at the boundary survive together); ``top_p = 1`` disables it;
+4. min-p: keep tokens with ``p >= min_p * p_max``, ``p_max`` being the max probability of the
+   distribution after the previous filters (they never remove the top token, so this is the
+   ratio ``exp(x - x_max) >= min_p``); ``min_p = 0`` disables it;
+5. renormalise (softmax over the survivors; removed tokens have probability 0 / logprob -inf);
+6. sample.
+
+Greedy rows (temperature == 0) take the argmax of the *raw* logits and ignore every filter.
+
+Sampling uses the exponential race: ``argmax_i p_i / E_i`` with ``E_i ~ Exponential(1)`` i.i.d.
+is distributed exactly as ``p``, so a whole batch is sampled by one vectorised op. A row with
+its own ``torch.Generator`` draws its noise from it, so a seeded request samples the same token
+whatever the rest of the batch is. Nothing here syncs with the host (no ``.item()``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from adaspec.sampling_params import SamplingParams
+
+_NEG_INF = float("-inf")
+
+
+@dataclass
+class SamplingTensors:
+    temperature: Tensor  # [R] float32, 0 = greedy
+    top_k: Tensor  # [R] int64, 0 = off
+    top_p: Tensor  # [R] float32, 1 = off
+    min_p: Tensor  # [R] float32, 0 = off
+    # Python-level flags (computed over the random rows) so disabled filters cost nothing.
+    all_greedy: bool
+    any_top_k: bool
+    any_top_p: bool
+    any_min_p: bool
+    max_top_k: int = 0  # largest top_k over random rows (lets top-k alone use topk, not sort)
+
+    @classmethod
+    def from_params(
+        cls, params_per_row: list[SamplingParams], device: torch.device | str = "cpu"
+    ) -> "SamplingTensors":
+        temps = [float(p.temperature) for p in params_per_row]
+        top_ks = [max(int(p.top_k), 0) for p in params_per_row]  # -1 -> 0 (off)
+        top_ps = [float(p.top_p) for p in params_per_row]
+        min_ps = [float(p.min_p) for p in params_per_row]
+        rand = [i for i, t in enumerate(temps) if t > 0.0]
+        return cls(
+            temperature=torch.tensor(temps, dtype=torch.float32, device=device),
+            top_k=torch.tensor(top_ks, dtype=torch.int64, device=device),
+            top_p=torch.tensor(top_ps, dtype=torch.float32, device=device),
+            min_p=torch.tensor(min_ps, dtype=torch.float32, device=device),
+            all_greedy=not rand,
+            any_top_k=any(top_ks[i] > 0 for i in rand),
+            any_top_p=any(top_ps[i] < 1.0 for i in rand),
+            any_min_p=any(min_ps[i] > 0.0 for i in rand),
+            max_top_k=max((top_ks[i] for i in rand), default=0),
+        )
+
+    def select_rows(self, index: Tensor) -> "SamplingTensors":
+        """Rows ``index`` (e.g. the request of each verify row); flags stay conservative."""
+        return SamplingTensors(
+            self.temperature[index], self.top_k[index], self.top_p[index], self.min_p[index],
+            self.all_greedy, self.any_top_k, self.any_top_p, self.any_min_p, self.max_top_k,
+        )
+
+
+def _filtered_logits(logits: Tensor, t: SamplingTensors) -> Tensor:
+    """Temperature-scaled logits with filtered-out tokens at -inf (random-row semantics)."""
+    greedy = t.temperature == 0.0
+    x = logits.float() / torch.where(greedy, 1.0, t.temperature).unsqueeze(1)
+    vocab = x.shape[-1]
+
+    if t.any_top_k or t.any_top_p:
+        on_k = t.top_k > 0
+        if t.any_top_p:
+            sorted_x = x.sort(dim=-1, descending=True).values
+            ranked = sorted_x
+        else:  # top-k only: a partial top-k is enough
+            ranked = x.topk(min(t.max_top_k, vocab), dim=-1).values
+        if t.any_top_k:
+            k = t.top_k.clamp(1, ranked.shape[-1])
+            kth = ranked.gather(1, (k - 1).unsqueeze(1))
+            kth = torch.where(on_k.unsqueeze(1), kth, _NEG_INF)
+            x = x.masked_fill(x < kth, _NEG_INF)
+        if t.any_top_p:
+            if t.any_top_k:
+                sorted_x = sorted_x.masked_fill(sorted_x < kth, _NEG_INF)
+            probs = sorted_x.softmax(dim=-1)
+            # mass of the strictly-earlier tokens (exclusive cumsum, non-decreasing)
+            cum = probs.cumsum(dim=-1)
+            mass_before = torch.cat([torch.zeros_like(cum[:, :1]), cum[:, :-1]], dim=-1)
+            keep = mass_before < t.top_p.unsqueeze(1)
+            n_keep = keep.sum(dim=-1).clamp(min=1)
+            cutoff = sorted_x.gather(1, (n_keep - 1).unsqueeze(1))
+            cutoff = torch.where((t.top_p >= 1.0).unsqueeze(1), _NEG_INF, cutoff)
+            x = x.masked_fill(x < cutoff, _NEG_INF)
+
+    if t.any_min_p:
+        x_max = x.max(dim=-1, keepdim=True).values
+        x = x.masked_fill(x < x_max + t.min_p.log().unsqueeze(1), _NEG_INF)
+    return x
+
+
+def _greedy_logprobs(logits: Tensor) -> Tensor:
+    out = torch.full_like(logits, _NEG_INF, dtype=torch.float32)
+    return out.scatter_(1, logits.argmax(dim=-1, keepdim=True), 0.0)
+
+
+def filtered_logprobs(logits: Tensor, t: SamplingTensors) -> Tensor:
+    """[R, V] log-probabilities of each row's filtered target distribution (masked = -inf).
+
+    Greedy rows are a point mass on the raw argmax (0 there, -inf elsewhere).
+    """
+    if t.all_greedy:
+        return _greedy_logprobs(logits)
+    logp = _filtered_logits(logits, t).log_softmax(dim=-1)
+    greedy = (t.temperature == 0.0).unsqueeze(1)
+    return torch.where(greedy, _greedy_logprobs(logits), logp)
+
+
+def sample(
+    logits: Tensor,
+    t: SamplingTensors,
+    generators: list[torch.Generator | None] | None = None,
+    *,
+    default_generator: torch.Generator | None = None,
+) -> Tensor:
+    """[R] int64 token per row: greedy rows -> argmax of raw logits; random rows -> a sample
+    of the filtered distribution. ``generators[i]`` (if given) drives row i's noise; other
+    rows use ``default_generator`` or the global RNG."""
+    greedy_tok = logits.argmax(dim=-1)
+    if t.all_greedy:
+        return greedy_tok
+    probs = _filtered_logits(logits, t).softmax(dim=-1)
+
+    noise = torch.empty_like(probs)
+    row_gens = generators if generators and any(g is not None for g in generators) else None
+    if row_gens is None or any(g is None for g in row_gens):
+        noise.exponential_(generator=default_generator)
+    if row_gens is not None:
+        assert len(row_gens) == probs.shape[0], "one generator (or None) per row"
+        for i, g in enumerate(row_gens):
+            if g is not None:
+                noise[i].exponential_(generator=g)
+    noise.clamp_(min=torch.finfo(noise.dtype).tiny)  # E == 0 would give inf / nan
+    random_tok = (probs / noise).argmax(dim=-1)
+    return torch.where(t.temperature == 0.0, greedy_tok, random_tok)
+
+
+__all__ = ["SamplingTensors", "filtered_logprobs", "sample"]

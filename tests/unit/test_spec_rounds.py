@@ -1,0 +1,114 @@
+"""Speculative rounds inside continuous batching are lossless (R-B2, R-B3, R-A2, R-A3).
+
+The drafter here is a test double that follows the Drafter protocol: it rebuilds each slot's
+committed sequence from the refresh entries (so it also checks that entries arrive in order and
+without gaps) and proposes the *reference* greedy continuation with deterministic corruptions,
+so rounds accept every count from 0 to k. Speculative output must equal plain greedy output
+token for token whatever is accepted, for every k, batch mix and arrival pattern.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from adaspec.drafts.base import DraftBatch, DraftOutput
+from adaspec.engine.llm_engine import LLM
+from adaspec.sampling_params import SamplingParams
+
+
+class ReplayDrafter:
+    kind = "mtp"
+    capture_layers = ()
+
+    def __init__(self, references: list[list[int]], max_steps: int, corrupt_every: int = 3):
+        self.references, self.max_steps, self.corrupt_every = references, max_steps, corrupt_every
+        self.calls = 0
+
+    def allocate(self, num_slots: int, max_len: int) -> None:
+        self.seqs: dict[int, list[int]] = {s: [] for s in range(num_slots)}
+        self.max_len = max_len
+
+    def draft(self, batch: DraftBatch) -> DraftOutput:
+        self.calls += 1
+        assert batch.hidden.shape[0] == batch.next_tokens.shape[0] == sum(batch.entry_lens)
+        tokens = torch.zeros(len(batch.slots), batch.num_steps, dtype=torch.long)
+        nxt = batch.next_tokens.tolist()
+        off = 0
+        for b, (slot, start, n) in enumerate(zip(batch.slots, batch.entry_starts, batch.entry_lens)):
+            seq = self.seqs[slot]
+            if start == 0:
+                seq.clear()
+            # entry p carries t_{p+1}; the sequence must continue exactly where it stood
+            assert start == len(seq), f"gap or overlap in refresh entries: start {start}, have {len(seq)}"
+            seq.extend(nxt[off:off + n])
+            off += n
+            ref = next((r for r in self.references if r[1:len(seq) + 1] == seq), None)
+            for j in range(batch.num_steps):
+                pos = len(seq) + 1 + j  # position of the proposed token
+                good = ref[pos] if ref is not None and pos < len(ref) else 3
+                tokens[b, j] = good if (pos * 7 + j) % self.corrupt_every else (good + 1) % 100 + 3
+        return DraftOutput(tokens=tokens, scores=torch.full(tokens.shape, 0.5))
+
+
+PROMPTS = ["Hello there", "a", "The quick brown fox jumps", "1 2 3 4 5 6 7 8 9 10 11 12", "xyz xyz", "Q?", "long " * 9]
+
+
+@pytest.fixture(scope="module")
+def plain(tiny_llama_dir):
+    llm = LLM(str(tiny_llama_dir), max_seqs_per_batch=4, max_num_batched_tokens=24)
+    params = [SamplingParams(temperature=0, max_tokens=6 + 3 * i, ignore_eos=i % 2 == 0) for i in range(len(PROMPTS))]
+    outs = llm.generate(PROMPTS, params)
+    return params, outs
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 5])
+def test_greedy_speculative_equals_plain(tiny_llama_dir, plain, k):
+    """R-B2: batches of up to 4 with slot reuse, mixed lengths, early stops: same tokens."""
+    params, ref = plain
+    references = [o.prompt_token_ids + o.token_ids for o in ref]
+    drafter = ReplayDrafter(references, max_steps=5)
+    llm = LLM(str(tiny_llama_dir), drafter=drafter, speculative_algorithm="MTP", num_speculative_tokens=k,
+              max_seqs_per_batch=4, max_num_batched_tokens=24)
+    outs = llm.generate(PROMPTS, params)
+    for o, r in zip(outs, ref):
+        assert o.token_ids == r.token_ids
+        assert o.finish_reason == r.finish_reason
+    stats = llm.engine.spec_stats.summary()
+    assert drafter.calls > 0 and stats["drafts"] > 0
+    assert 0 < stats["acceptance_rate"] < 1  # both accepted and rejected drafts were exercised
+
+
+def test_staggered_arrivals_match_plain(tiny_llama_dir, plain):
+    """R-A3 + R-B2: requests join while others decode; each result equals its plain output."""
+    params, ref = plain
+    references = [o.prompt_token_ids + o.token_ids for o in ref]
+    llm = LLM(str(tiny_llama_dir), drafter=ReplayDrafter(references, max_steps=4), speculative_algorithm="MTP",
+              num_speculative_tokens=4, max_seqs_per_batch=3, max_num_batched_tokens=16)
+    eng = llm.engine
+    ids, done, pending = {}, {}, list(range(len(PROMPTS)))
+    step = 0
+    while pending or eng.has_unfinished():
+        if pending and step % 2 == 0:
+            i = pending.pop(0)
+            ids[eng.add_request(PROMPTS[i], params[i])] = i
+        for out in eng.step():
+            if out.finished:
+                done[ids[out.request_id]] = out
+        step += 1
+    for i, r in enumerate(ref):
+        assert done[i].token_ids == r.token_ids
+
+
+def test_speculation_refuses_unsupported_features(tiny_llama_dir):
+    """R-B5: a seeded request is refused before any work under speculation, and others still run."""
+    from adaspec.engine.llm_engine import RequestError
+
+    llm = LLM(str(tiny_llama_dir), drafter=ReplayDrafter([], max_steps=2), speculative_algorithm="MTP",
+              num_speculative_tokens=2)
+    with pytest.raises(RequestError, match="seed"):
+        llm.generate(["hi"], SamplingParams(temperature=0.5, seed=3))
+    with pytest.raises(RequestError, match="logprobs"):
+        llm.generate(["hi"], SamplingParams(logprobs=2))
+    assert not llm.engine.has_unfinished()
+    assert llm.generate(["hi"], SamplingParams(temperature=0, max_tokens=3))[0].finish_reason is not None
