@@ -1,0 +1,122 @@
+"""Random-target speculative decoding preserves the target distribution (R-B3).
+
+A crafted Markov "target" over 6 tokens (one logits row per previous token) and a *different*
+crafted greedy draft. Speculative rounds (k = 2 drafts) use the engine's own pieces: `sample`
+for every verified row under the request's temperature / top-k / top-p / min-p, and
+`count_accepted` for acceptance. The empirical law of the first two emitted tokens must match the
+exact filtered target law (chi-square, p = 0.001), and a deliberately broken acceptance rule
+(accept a draft token whenever the target allows it, "typical acceptance") must be caught by the
+same test.
+"""
+
+from __future__ import annotations
+
+
+import pytest
+import torch
+
+from adaspec.sampling.sampler import SamplingTensors, filtered_logprobs, sample
+from adaspec.sampling.verify import count_accepted
+from adaspec.sampling_params import SamplingParams
+
+V, K, N = 6, 2, 30000
+TARGET = torch.tensor([
+    [2.0, 1.5, 0.5, 0.0, -1.0, 1.0],
+    [0.3, 2.2, 1.9, -0.5, 0.0, 0.8],
+    [1.0, 0.2, 1.1, 1.6, -2.0, 0.4],
+    [0.0, 0.0, 0.9, 1.4, 1.2, -0.3],
+    [1.7, -1.0, 0.6, 0.6, 2.0, 0.1],
+    [0.5, 1.5, 0.4, 1.3, 0.2, 1.0],
+])
+DRAFT_NEXT = [1, 2, 3, 4, 0, 3]  # greedy draft: a deterministic successor (often not the target's mode)
+START = 0
+# chi-square critical values at p = 0.001 by degrees of freedom
+CHI2_CRIT = {5: 20.52, 10: 29.59, 15: 37.70, 20: 45.31, 24: 51.18, 25: 52.62, 30: 59.70, 35: 66.62}
+
+
+def _params():
+    return SamplingParams(temperature=0.9, top_k=5, top_p=0.95, min_p=0.05)
+
+
+def exact_two_token_law(params) -> torch.Tensor:
+    t = SamplingTensors.from_params([params] * V)
+    q = filtered_logprobs(TARGET, t).exp()  # [prev, next]
+    return q[START][:, None] * q  # [a, b] = q(a | START) q(b | a)
+
+
+def speculative_two_tokens(params, broken: bool = False, seed: int = 0) -> torch.Tensor:
+    """Emit tokens by speculative rounds until each of N sequences has two; returns [N, 2]."""
+    g = torch.Generator().manual_seed(seed)
+    prev = torch.full((N,), START)
+    emitted = [[] for _ in range(N)]
+    active = torch.arange(N)
+    while len(active):
+        p = prev[active]
+        d1 = torch.tensor(DRAFT_NEXT)[p]
+        d2 = torch.tensor(DRAFT_NEXT)[d1]
+        drafts = torch.stack([d1, d2], dim=1)  # [B, K]
+        rows = torch.stack([p, d1, d2], dim=1).reshape(-1)  # target reads [t_n, d1, d2]
+        logits = TARGET[rows]
+        t = SamplingTensors.from_params([params] * len(rows))
+        y = sample(logits, t, default_generator=g).view(-1, K + 1)
+        lens = torch.full((len(p),), K)
+        if broken:  # typical-acceptance-like: accept while the target merely allows the draft token
+            allowed = filtered_logprobs(logits, t).view(-1, K + 1, V).gather(2, drafts[:, :, None]).squeeze(2) > -1e9
+            m = allowed.long().cumprod(1).sum(1)
+        else:
+            m = count_accepted(drafts, y, lens)
+        for i, (row, mi) in enumerate(zip(active.tolist(), m.tolist())):
+            toks = drafts[i, :mi].tolist() + [int(y[i, mi])]
+            emitted[row] += toks
+            prev[row] = toks[-1]
+        active = torch.tensor([r for r in active.tolist() if len(emitted[r]) < 2], dtype=torch.long)
+    return torch.tensor([e[:2] for e in emitted])
+
+
+def chi_square(samples: torch.Tensor, law: torch.Tensor) -> tuple[float, int]:
+    counts = torch.zeros(V, V)
+    for a, b in samples.tolist():
+        counts[a, b] += 1
+    expected = law * len(samples)
+    keep = expected > 5  # cells with tiny expectation are pooled into one
+    stat = (((counts - expected) ** 2)[keep] / expected[keep]).sum()
+    rest_obs, rest_exp = counts[~keep].sum(), expected[~keep].sum()
+    dof = int(keep.sum()) - 1
+    if rest_exp > 0:
+        stat += (rest_obs - rest_exp) ** 2 / rest_exp
+        dof += 1
+    # impossible cells must never be observed
+    assert counts[law == 0].sum() == 0, "a token outside the filtered target support was emitted"
+    return float(stat), dof
+
+
+def _critical(dof: int) -> float:
+    # Wilson-Hilferty approximation of the p = 0.001 quantile for dofs not in the table
+    if dof in CHI2_CRIT:
+        return CHI2_CRIT[dof]
+    z = 3.0902
+    return dof * (1 - 2 / (9 * dof) + z * (2 / (9 * dof)) ** 0.5) ** 3
+
+
+def test_speculative_sampling_matches_target_law():
+    params = _params()
+    law = exact_two_token_law(params)
+    stat, dof = chi_square(speculative_two_tokens(params), law)
+    assert stat < _critical(dof), f"chi2={stat:.1f} dof={dof}"
+
+
+def test_broken_acceptance_rule_is_detected():
+    """The same test must reject a rule that is known to bias the output."""
+    params = _params()
+    law = exact_two_token_law(params)
+    stat, dof = chi_square(speculative_two_tokens(params, broken=True), law)
+    assert stat > _critical(dof), f"broken rule not detected: chi2={stat:.1f} dof={dof}"
+
+
+@pytest.mark.parametrize("params", [SamplingParams(temperature=0)])
+def test_greedy_rows_accept_only_the_argmax(params):
+    """R-B2: with a greedy target the output is the target argmax chain, whatever the draft."""
+    out = speculative_two_tokens(params)[:50]
+    a = int(TARGET[START].argmax())
+    b = int(TARGET[a].argmax())
+    assert all(row == [a, b] for row in out.tolist())
