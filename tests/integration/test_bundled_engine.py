@@ -1,0 +1,39 @@
+"""The engine on the bundled SmolLM2-135M (R-A3, R-A5): batch composition never changes greedy output."""
+
+from __future__ import annotations
+
+import pytest
+
+from adaspec.engine.llm_engine import LLM
+from adaspec.sampling_params import SamplingParams
+
+pytestmark = pytest.mark.bundled
+
+PROMPTS = [
+    "What is the capital of France?",
+    "Write a Python function that returns the square of a number.",
+    "Hi",
+    "List three colours.",
+    "Explain in one sentence why the sky is blue, and mention the name of the scattering effect.",
+    "2+2=",
+    "Translate 'good morning' into Spanish.",
+    "Give me a one-line joke about computers and programmers who forget semicolons at the end.",
+]
+
+
+@pytest.fixture(scope="module")
+def llm():
+    return LLM(dtype="float32", max_seqs_per_batch=8)
+
+
+def test_batch_of_8_mixed_prompts_equals_each_alone(llm):
+    params = SamplingParams(temperature=0, max_tokens=12)
+    batch = llm.generate(PROMPTS, params, chat=True)
+    for prompt, out in zip(PROMPTS, batch):
+        alone = llm.generate([prompt], params, chat=True)[0]
+        assert out.token_ids == alone.token_ids, prompt
+
+
+def test_chat_answer_is_sensible(llm):
+    out = llm.generate(["What is the capital of France?"], SamplingParams(temperature=0, max_tokens=20), chat=True)[0]
+    assert "Paris" in out.text and out.finish_reason == "stop"
