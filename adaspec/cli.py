@@ -22,10 +22,14 @@ class ArgumentParser(argparse.ArgumentParser):
 
     def error(self, message: str):  # noqa: D401 - argparse API
         if "unrecognized arguments" in message:
+            from .config import RENAMED_SWITCHES, renamed_switch_message
+
             known = _all_flags(self)
             hints = []
             for arg in message.split(":", 1)[1].split():
                 flag = arg.split("=", 1)[0]
+                if flag.lstrip("-") in RENAMED_SWITCHES:
+                    super().error(renamed_switch_message(flag.lstrip("-")))
                 close = difflib.get_close_matches(flag, known, n=1)
                 hints.append(f"{flag} (did you mean {close[0]}?)" if close else flag)
             message = f"unknown flag(s): {', '.join(hints)}; see `{self.prog} --help`"
@@ -49,6 +53,13 @@ def parse_bool(value: str) -> bool:
     if v in ("false", "0", "no"):
         return False
     raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
+
+
+def _int_list(value: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(v) for v in value.split(",") if v.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {value!r}")
 
 
 def _choice(allowed: Sequence[str]):
@@ -79,8 +90,12 @@ def add_engine_flags(parser: argparse.ArgumentParser) -> None:
         if f.name in choices:
             kwargs["type"] = _choice(choices[f.name])
             kwargs["metavar"] = "|".join(choices[f.name])
-        elif f.name in ("model", "draft_model"):
+        elif f.name == "graph_decode_batch_sizes":
+            kwargs["type"] = _int_list
+            kwargs["metavar"] = "B1,B2,..."
+        elif f.default is None and f.name not in ("max_model_len", "num_speculative_tokens"):
             kwargs["type"] = str
+            kwargs["metavar"] = "DIR" if f.name in ("model", "draft_model") else "FILE"
         else:
             kwargs["type"] = int
         parser.add_argument(f"--{f.name}", **kwargs)

@@ -13,8 +13,20 @@ DEVICES = ("cpu", "cuda")
 SPECULATIVE_ALGORITHMS = ("none", "MTP", "DSpark")
 
 
+RENAMED_SWITCHES = {
+    "enable_adaptive_spec_prune": "enable_adaptive_target_verify",
+    "enable_adaptive_speculative_decode": "enable_adaptive_target_verify",
+}
+
+
 class ConfigError(ValueError):
     """A start-up option is wrong; the message names the flag and the fix."""
+
+
+def renamed_switch_message(old: str) -> str:
+    """R-D6: old switch names are not aliases."""
+    return (f"{old} was renamed to {RENAMED_SWITCHES[old]} and is not accepted as an alias; "
+            f"use --{RENAMED_SWITCHES[old]}=true")
 
 
 @dataclass(frozen=True)
@@ -31,6 +43,23 @@ class EngineConfig:
     draft_model: str | None = field(default=None, metadata={"help": "draft directory (from `adaspec train-draft`); default: the shipped draft for the bundled model"})
     num_speculative_tokens: int | None = field(default=None, metadata={"help": "MTP: draft steps k_max (default 3); DSpark: width w, 5 or 7 (default 7)"})
     enable_probabilistic_draft: bool = field(default=False, metadata={"help": "sample draft tokens instead of argmax; not supported: the draft is always greedy (R-B4)"})
+    # -- prepared geometry (issue 4) --
+    enable_graph: bool = field(default=True, metadata={"help": "run on prepared shapes (request buckets x target-row buckets); on CPU these are warmed shapes, on CUDA the seam for graph capture"})
+    disable_graph_warmup: bool = field(default=False, metadata={"help": "skip running every prepared shape once at start-up"})
+    graph_decode_batch_sizes: tuple[int, ...] | None = field(default=None, metadata={"help": "request buckets to prepare, comma separated (default: 1,2,4,... up to --max_seqs_per_batch)"})
+    enable_unified_mtp_graph: bool = field(default=False, metadata={"help": "prepare the whole adaptive round as one unit per request count (R-E3, R-F6): DP=1 and temperature 0 only"})
+    # -- adaptive control (issue 5) --
+    enable_adaptive_draft_step: bool = field(default=False, metadata={"help": "MTP: choose the draft step count k per batch from measured cost and acceptance (R-C)"})
+    enable_adaptive_target_verify: bool = field(default=False, metadata={"help": "MTP/DSpark: choose per request how many drafted tokens the target verifies (R-D)"})
+    enable_schedule_overlap: bool = field(default=False, metadata={"help": "plan round n while round n-1 runs; adaptive verify then uses lag-2 feedback (R-D4)"})
+    adaptive_draft_step_config: str | None = field(default=None, metadata={"help": "JSON file with policy/calibration for --enable_adaptive_draft_step (R-C5); optional"})
+    adaptive_target_verify_calibration: str | None = field(default=None, metadata={"help": "JSON file overriding start-up calibration fields for adaptive verify (R-F3); optional"})
+    adaptive_target_verify_cost_table: str | None = field(default=None, metadata={"help": "load a saved cost table instead of calibrating (R-G2)"})
+    adaptive_target_verify_cost_table_output: str | None = field(default=None, metadata={"help": "write the fitted cost table here; the directory must exist, the file must not (R-G1)"})
+    # -- parallelism --
+    dp_size: int = field(default=1, metadata={"help": "data-parallel shards (only 1 is implemented)"})
+    cp_size: int = field(default=1, metadata={"help": "context-parallel size (only 1 is implemented)"})
+    tp_size: int = field(default=1, metadata={"help": "tensor-parallel size (only 1 is implemented)"})
 
     def validate(self) -> "EngineConfig":
         if self.dtype not in DTYPES:
@@ -67,7 +96,74 @@ class EngineConfig:
             raise ConfigError(f"--num_speculative_tokens={k}: must be >= 1")
         elif algo == "DSpark" and k is not None and k not in (5, 7):
             raise ConfigError(f"--num_speculative_tokens={k}: DSpark's width must be 5 or 7")
+        if self.graph_decode_batch_sizes is not None:
+            bad = [b for b in self.graph_decode_batch_sizes if not 1 <= b <= self.max_seqs_per_batch]
+            if bad or not self.graph_decode_batch_sizes:
+                raise ConfigError(
+                    f"--graph_decode_batch_sizes: {bad or 'empty'} outside 1..--max_seqs_per_batch "
+                    f"({self.max_seqs_per_batch}); list request buckets between 1 and {self.max_seqs_per_batch}"
+                )
+        self._validate_parallel()
+        self._validate_adaptive()
         return self
+
+    def _validate_parallel(self) -> None:
+        for name in ("dp_size", "cp_size", "tp_size"):
+            if getattr(self, name) != 1:
+                raise ConfigError(f"--{name}={getattr(self, name)}: only 1 is implemented in this version; use --{name}=1")
+
+    def _validate_adaptive(self) -> None:
+        """Switch rules R-E1..R-E4 (and R-B4 above); each refusal names the flag to change."""
+        step, verify = self.enable_adaptive_draft_step, self.enable_adaptive_target_verify
+        algo, k = self.speculative_algorithm, self.num_draft_tokens
+        if step and verify:
+            raise ConfigError(
+                "--enable_adaptive_draft_step=true and --enable_adaptive_target_verify=true cannot be combined; "
+                "set one of them to false"
+            )
+        if step:
+            if algo != "MTP":
+                raise ConfigError("--enable_adaptive_draft_step=true requires --speculative_algorithm=MTP")
+            if self.enable_unified_mtp_graph:
+                raise ConfigError(
+                    "--enable_adaptive_draft_step=true does not support --enable_unified_mtp_graph=true; "
+                    "set --enable_unified_mtp_graph=false"
+                )
+        if verify:
+            if algo not in ("MTP", "DSpark"):
+                raise ConfigError("--enable_adaptive_target_verify=true requires --speculative_algorithm=MTP or DSpark")
+            if k not in (5, 7):
+                raise ConfigError(
+                    f"--enable_adaptive_target_verify=true requires --num_speculative_tokens=5 or 7 (got {k})"
+                )
+        if self.enable_unified_mtp_graph and self.dp_size > 1:
+            raise ConfigError("--enable_unified_mtp_graph=true supports --dp_size=1 only; set --enable_unified_mtp_graph=false")
+        if self.enable_unified_mtp_graph and not self.speculative:
+            raise ConfigError("--enable_unified_mtp_graph=true needs --speculative_algorithm=MTP or DSpark")
+        if step or verify:
+            flag = "--enable_adaptive_draft_step" if step else "--enable_adaptive_target_verify"
+            if not self.enable_graph:
+                raise ConfigError(f"{flag}=true requires prepared shapes: set --enable_graph=true")
+            if self.disable_graph_warmup:
+                raise ConfigError(f"{flag}=true requires graph warm-up: set --disable_graph_warmup=false")
+        for name in ("adaptive_target_verify_calibration", "adaptive_target_verify_cost_table",
+                     "adaptive_target_verify_cost_table_output"):
+            if getattr(self, name) is not None and not verify:
+                if step:
+                    raise ConfigError(f"--{name} is not supported with --enable_adaptive_draft_step=true: every step "
+                                      "count is measured at start-up (R-C3); use --adaptive_draft_step_config instead")
+                raise ConfigError(f"--{name} needs --enable_adaptive_target_verify=true")
+        if self.adaptive_draft_step_config is not None and not step:
+            raise ConfigError("--adaptive_draft_step_config needs --enable_adaptive_draft_step=true")
+        if self.adaptive_target_verify_cost_table and self.adaptive_target_verify_calibration:
+            raise ConfigError(
+                "--adaptive_target_verify_cost_table loads a saved table, so --adaptive_target_verify_calibration "
+                "would be ignored; pass only one of them"
+            )
+
+    @property
+    def adaptive(self) -> bool:
+        return self.enable_adaptive_draft_step or self.enable_adaptive_target_verify
 
     @property
     def speculative(self) -> bool:
