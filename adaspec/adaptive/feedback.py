@@ -1,0 +1,171 @@
+"""Acceptance feedback for the adaptive controllers: completed rounds only, lag explicit (R-C2, R-C4).
+
+Vocabulary (PRIOR_ART.md §5.1). A *draft* is one request in one completed round that verified
+L >= 1 draft tokens and accepted m <= L of them (L = 0 is no draft and carries no information).
+Positions are 1-based in the text and 0-based in arrays: array index i is draft position i + 1.
+- n_i: drafts with m >= i (position i survived); v_i: drafts with L >= i (position i verified).
+- survival / prefix acceptance a_i = P(first i drafts all accepted).
+- conditional rate alpha_i = P(position i accepted | positions 1..i-1 accepted).
+
+Estimator. alpha_i = n_i / r_i, with r_i = drafts that verified position i *and* reached it
+(L >= i and m >= i - 1), and a_i = prod_{j <= i} alpha_j (the Kaplan-Meier product). When every
+draft of the window verified at least i positions (the step controller's normal case: one k per
+batch) this telescopes to exactly n_i / v_i, the ratio of `metrics.spec_stats`. When verify
+lengths differ inside the window (a k switch, a request capped by max_tokens), the product still
+uses every verified position and stays non-increasing in i, whereas n_i / v_i can rise with i.
+
+Positions never reached in the window (r_i = 0). If position i - 1 was measured with survival 0,
+a_i = 0 whatever alpha_i is. Otherwise no draft in the window verified position i (k was smaller):
+the deepest measured conditional rate is carried forward, alpha_i = alpha_last. This uses nothing
+from outside the window, keeps a non-increasing, geometric tail, and lets the step controller
+grow k again when the measured rates are high; if deeper positions are in truth worse, the
+longer k is measured within `update_interval` batches and the min-gain rule damps oscillation.
+
+Cold start (no draft in the window): alpha_i = `prior_rate` for every position (default 0.5,
+a_i = 0.5^i). The step controller does not re-score on the prior alone (it keeps its start k);
+the prior is what `prefix_acceptance()` reports until feedback exists.
+
+Window: the last `window_size` completed batches *that carried at least one draft*. A batch with
+no draft (a k = 0 round, every request at L = 0) counts in `completed` but does not enter the
+window: it holds no acceptance information, and letting it push measured batches out would decay
+the estimate to the prior merely because speculation was paused.
+
+Lag. The controller planning round n may only use results of rounds <= n - lag: lag 1 when the
+engine is synchronous (round n-1 finished before n is planned), 2 with schedule overlap (round
+n-1 is still running while n is planned). `LaggedFeedback` holds results tagged with their round
+id and releases only the visible ones, so the rule is enforced by code, not by call order.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections import deque
+from typing import Any, Generic, TypeVar
+
+import numpy as np
+
+T = TypeVar("T")
+
+DEFAULT_PRIOR_RATE = 0.5
+
+
+class AcceptanceWindow:
+    """Windowed per-position prefix acceptance from completed batches (R-C2)."""
+
+    def __init__(self, max_steps: int, window_size: int, prior_rate: float = DEFAULT_PRIOR_RATE):
+        if max_steps < 1:
+            raise ValueError(f"max_steps must be >= 1, got {max_steps}")
+        if window_size < 1:
+            raise ValueError(f"window_size must be >= 1, got {window_size}")
+        if not 0.0 <= prior_rate <= 1.0:
+            raise ValueError(f"prior_rate must be in [0, 1], got {prior_rate}")
+        self.max_steps, self.window_size, self.prior_rate = max_steps, window_size, prior_rate
+        self.completed = 0  # completed batches observed (with or without drafts)
+        self._batches: deque[tuple[np.ndarray, np.ndarray, np.ndarray, int]] = deque()
+        self._accepted = np.zeros(max_steps, dtype=np.int64)  # n_i summed over the window
+        self._reached = np.zeros(max_steps, dtype=np.int64)  # r_i
+        self._verified = np.zeros(max_steps, dtype=np.int64)  # v_i
+        self._drafts = 0
+
+    # ---- feeding ------------------------------------------------------------------------
+    def observe(self, verify_lens: list[int], num_accepted: list[int]) -> None:
+        """One completed batch: per request, verified draft count L and accepted count m."""
+        if len(verify_lens) != len(num_accepted):
+            raise ValueError(f"{len(verify_lens)} verify lengths but {len(num_accepted)} accepted counts")
+        self.completed += 1
+        pos = np.arange(1, self.max_steps + 1)
+        acc = np.zeros(self.max_steps, dtype=np.int64)
+        reach = np.zeros(self.max_steps, dtype=np.int64)
+        ver = np.zeros(self.max_steps, dtype=np.int64)
+        drafts = 0
+        for L, m in zip(verify_lens, num_accepted):
+            L, m = int(L), int(m)
+            if not 0 <= m <= L:
+                raise ValueError(f"accepted count {m} outside [0, verify length {L}]")
+            if L > self.max_steps:
+                raise ValueError(f"verify length {L} exceeds max_steps {self.max_steps}")
+            if L == 0:
+                continue
+            drafts += 1
+            acc += pos <= m
+            reach += (pos <= L) & (pos <= m + 1)
+            ver += pos <= L
+        if drafts == 0:
+            return
+        self._batches.append((acc, reach, ver, drafts))
+        self._accepted += acc
+        self._reached += reach
+        self._verified += ver
+        self._drafts += drafts
+        if len(self._batches) > self.window_size:
+            old_acc, old_reach, old_ver, old_drafts = self._batches.popleft()
+            self._accepted -= old_acc
+            self._reached -= old_reach
+            self._verified -= old_ver
+            self._drafts -= old_drafts
+
+    # ---- reading ------------------------------------------------------------------------
+    @property
+    def has_data(self) -> bool:
+        return self._drafts > 0
+
+    @property
+    def drafts_in_window(self) -> int:
+        return self._drafts
+
+    @property
+    def batches_in_window(self) -> int:
+        return len(self._batches)
+
+    def conditional_rates(self) -> np.ndarray:
+        """alpha_i per position ([max_steps] float64), unseen positions filled as documented above."""
+        if not self.has_data:
+            return np.full(self.max_steps, self.prior_rate)
+        alpha = np.empty(self.max_steps)
+        last = self.prior_rate  # never used: position 1 is always reached when a draft exists
+        for i in range(self.max_steps):
+            if self._reached[i] > 0:
+                last = self._accepted[i] / self._reached[i]
+            alpha[i] = last
+        return alpha
+
+    def prefix_acceptance(self) -> np.ndarray:
+        """a_i = P(first i drafts all accepted), i = 1..max_steps ([max_steps] float64, non-increasing)."""
+        return np.cumprod(self.conditional_rates())
+
+    def verified_counts(self) -> np.ndarray:
+        """v_i over the window (for metrics: how many drafts measured each position)."""
+        return self._verified.copy()
+
+
+class LaggedFeedback(Generic[T]):
+    """Results tagged by round id; planning round n sees only rounds <= n - lag.
+
+    `push(round_id, payload)` when the engine retrieves a completed round (in any order);
+    `release(n)` when planning round n: returns the payloads that became visible, oldest round
+    first, each exactly once. A payload pushed with `round_id=None` is visible at once (the
+    caller vouches for the lag). `release(None)` releases everything pushed so far.
+    """
+
+    def __init__(self, lag: int):
+        if lag < 1:
+            raise ValueError(f"lag must be >= 1 (round n cannot see its own result), got {lag}")
+        self.lag = lag
+        self._heap: list[tuple[float, int, Any]] = []
+        self._seq = itertools.count()
+
+    def push(self, round_id: int | None, payload: T) -> None:
+        key = float("-inf") if round_id is None else int(round_id)
+        heapq.heappush(self._heap, (key, next(self._seq), payload))
+
+    def release(self, planning_round: int | None) -> list[T]:
+        horizon = float("inf") if planning_round is None else int(planning_round) - self.lag
+        out = []
+        while self._heap and self._heap[0][0] <= horizon:
+            out.append(heapq.heappop(self._heap)[2])
+        return out
+
+    @property
+    def pending(self) -> int:
+        return len(self._heap)

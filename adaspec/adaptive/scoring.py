@@ -1,0 +1,40 @@
+"""Acceptance predictors and path probabilities (R-D2).
+
+- score s_{b,j}: a per-position *conditional* acceptance predictor for request b's draft j
+  (DSpark: the confidence head; MTP: the draft probability of the selected token,
+  exp(selected_logit - logsumexp(draft_logits)), a predictor, not the true acceptance rate).
+- path probability P_{b,j} = prod_{i <= j} s_{b,i}: the predicted probability that drafts 1..j
+  are all accepted. With scores in [0, 1] P is non-increasing in j, exactly in floating point too
+  (p * s <= p for s <= 1, and rounding is monotone), which is what makes rank-by-P admit prefixes.
+
+Pure tensor functions, no host sync: they run between draft and target on the device.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+
+def mtp_scores(selected_logits: torch.Tensor, logsumexp: torch.Tensor) -> torch.Tensor:
+    """exp(selected_logit - logsumexp(draft_logits)), elementwise on [B, k] (float32 result)."""
+    return torch.exp(selected_logits.float() - logsumexp.float())
+
+
+def mtp_scores_from_logits(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    """Scores of the selected `tokens` [B, k] from the draft's `logits` [B, k, V]."""
+    logits = logits.float()
+    selected = logits.gather(-1, tokens.long().unsqueeze(-1)).squeeze(-1)
+    return mtp_scores(selected, torch.logsumexp(logits, dim=-1))
+
+
+def path_probabilities(scores):
+    """Cumulative product along positions (last axis): [B, w] -> [B, w].
+
+    NaN scores count as 0 and scores are clamped to [0, 1], so the result is always a valid,
+    non-increasing survival curve. Accepts a torch tensor (stays on its device) or a numpy array.
+    """
+    if isinstance(scores, torch.Tensor):
+        return torch.cumprod(torch.nan_to_num(scores.float(), nan=0.0).clamp(0.0, 1.0), dim=-1)
+    s = np.clip(np.nan_to_num(np.asarray(scores, dtype=np.float64), nan=0.0), 0.0, 1.0)
+    return np.cumprod(s, axis=-1)

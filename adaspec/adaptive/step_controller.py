@@ -1,0 +1,232 @@
+"""Adaptive draft step count for MTP (R-C1, R-C2, plus k = 0).
+
+One k for the whole batch, maximising the predicted throughput (tokens per ms)
+
+    throughput(k) = B * (1 + sum(prefix_acceptance[:k])) / cost_ms(Bcap, k)
+
+where cost_ms(Bcap, k) is the calibrated cost of a *whole* round with k draft steps at request
+bucket Bcap (R-C3) and cost_ms(Bcap, 0) is the plain-decode round (no draft, no verify rows):
+throughput(0) = B / cost_ms(Bcap, 0). B scales every candidate alike, so only Bcap (through the
+cost table) and the acceptance feedback decide k.
+
+Rules (`StepPolicy`, defaults from R-C2/R-C5):
+- feedback: completed batches only, over the last `window_size` batches that carried drafts
+  (feedback.AcceptanceWindow); with `lag` (1 synchronous, 2 with schedule overlap) enforced by
+  feedback.LaggedFeedback when round ids are given;
+- re-scoring happens at the first `plan()` after every `update_interval`-th *completed* batch
+  (completed batches are counted, not plan calls; if the lag releases several intervals at once
+  the candidates are re-scored once);
+- the step count changes only if (best - current) / current > switch_min_gain, strictly;
+- ties between candidates go to the smaller k (same predicted throughput, less draft work).
+
+Start: k_max, the widest setting, because it measures every position in the first window; the
+controller never re-scores on the cold-start prior alone (with no draft in the window it keeps k).
+
+Coverage: the candidates for a Bcap are the k in {1..k_max} (plus 0 when `allow_zero`) whose cost
+is covered. If any k >= 1 is not covered at this Bcap (cost_ms returns None), the batch has no
+request bucket, or the optional `covers(bcap, kv_len)` (e.g. CostTable.covers with the batch's
+longest KV length, R-F7) says no, the batch runs at k_max (full width) and the decision record
+says so; the controller's own k is kept for covered batches. A missing k = 0 cost only removes
+k = 0. `cost_ms` must be a pure function of (bcap, k): its values are cached per Bcap.
+
+k = 0 is sticky by nature: a batch without drafts yields no acceptance feedback. With
+`probe_interval` > 0, after that many completed batches at k = 0 the controller plans one batch
+at k_max (a probe, recorded) so the window can notice that speculation pays again. The engine
+must keep the draft's context fresh across rounds that draft nothing (drafts/base.py,
+`num_steps = 0`).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+
+from .feedback import DEFAULT_PRIOR_RATE, AcceptanceWindow, LaggedFeedback
+
+CostFn = Callable[[int, int], "float | None"]
+
+
+@dataclass(frozen=True)
+class StepPolicy:
+    window_size: int = 20
+    update_interval: int = 5
+    switch_min_gain: float = 0.05
+
+    def __post_init__(self):
+        if self.window_size < 1:
+            raise ValueError(f"policy.window_size must be >= 1, got {self.window_size}")
+        if self.update_interval < 1:
+            raise ValueError(f"policy.update_interval must be >= 1, got {self.update_interval}")
+        if self.switch_min_gain < 0:
+            raise ValueError(f"policy.switch_min_gain must be >= 0, got {self.switch_min_gain}")
+
+
+def step_throughput(batch_size: int, prefix_acceptance: Sequence[float], k: int, cost_ms: float) -> float:
+    """Predicted tokens per ms of a round with k draft steps."""
+    return batch_size * (1.0 + float(np.sum(np.asarray(prefix_acceptance, dtype=np.float64)[:k]))) / cost_ms
+
+
+def best_step(
+    batch_size: int,
+    prefix_acceptance: Sequence[float],
+    cost_ms_by_k: dict[int, float],
+    allow_zero: bool = True,
+) -> tuple[int, dict[int, float]]:
+    """(argmax k, predicted throughput of every candidate k). Candidates are exactly the table's k
+    (k = 0 only if `allow_zero`); ties go to the smaller k."""
+    a = np.asarray(prefix_acceptance, dtype=np.float64)
+    predicted: dict[int, float] = {}
+    for k in sorted(cost_ms_by_k):
+        if k < 0 or k > len(a):
+            raise ValueError(f"step count {k} outside 0..{len(a)} (prefix_acceptance has {len(a)} positions)")
+        if k == 0 and not allow_zero:
+            continue
+        cost = cost_ms_by_k[k]
+        if cost is None or not cost > 0:
+            raise ValueError(f"cost_ms for k={k} must be a positive number, got {cost}")
+        predicted[k] = step_throughput(batch_size, a, k, cost)
+    if not predicted:
+        raise ValueError("no candidate step count (empty cost table)")
+    best = max(predicted, key=lambda k: (predicted[k], -k))
+    return best, predicted
+
+
+@dataclass(frozen=True)
+class StepDecision:
+    completed: int  # completed batches visible when decided
+    batch_size: int
+    bcap: int | None
+    previous_k: int
+    k: int  # the k this decision put in force (for a fallback/probe: this batch only)
+    reason: str  # "switch", "keep", "no feedback", "fallback: ...", "probe"
+    predicted: dict[int, float] = field(default_factory=dict)
+    gain: float | None = None  # (best - current) / current
+
+
+class DraftStepController:
+    """observe() completed batches, plan() one k per batch (R-C1, R-C2)."""
+
+    def __init__(
+        self,
+        k_max: int,
+        policy: StepPolicy = StepPolicy(),
+        cost_ms: CostFn | None = None,
+        pad_requests: Callable[[int], "int | None"] | None = None,
+        *,
+        allow_zero: bool = True,
+        lag: int = 1,
+        probe_interval: int = 50,
+        prior_rate: float = DEFAULT_PRIOR_RATE,
+        covers: Callable[[int, "int | None"], bool] | None = None,
+        history: int = 1024,
+    ):
+        if k_max < 1:
+            raise ValueError(f"k_max must be >= 1, got {k_max}")
+        if cost_ms is None or pad_requests is None:
+            raise ValueError("DraftStepController needs cost_ms(bcap, k) and pad_requests(B)")
+        if probe_interval < 0:
+            raise ValueError(f"probe_interval must be >= 0 (0 = never probe), got {probe_interval}")
+        self.k_max, self.policy = k_max, policy
+        self.cost_ms, self.pad_requests, self.covers = cost_ms, pad_requests, covers
+        self.allow_zero, self.probe_interval = allow_zero, probe_interval
+        self.window = AcceptanceWindow(k_max, policy.window_size, prior_rate)
+        self.feedback: LaggedFeedback[tuple[list[int], list[int]]] = LaggedFeedback(lag)
+        self.k = k_max
+        self._epoch = 0  # completed // update_interval at the last re-score
+        self._zero_since = 0  # completed count when k = 0 took effect (or the last probe)
+        self._tables: dict[int, tuple[dict[int, float] | None, str | None]] = {}
+        self._fallback_bcap: object = ()  # (bcap, why) of the last recorded fallback: one record per episode
+        self.decisions: deque[StepDecision] = deque(maxlen=history)
+        self.k_histogram: Counter[int] = Counter()  # k returned by plan(), per batch
+
+    @property
+    def completed(self) -> int:
+        return self.window.completed
+
+    # ---- feedback -----------------------------------------------------------------------
+    def observe(self, verify_lens: list[int], num_accepted: list[int], round_id: int | None = None) -> None:
+        """A completed batch's result (from the normal result path, R-C4). With `round_id`, it is
+        used only when planning a round >= round_id + lag."""
+        self.feedback.push(round_id, (list(verify_lens), list(num_accepted)))
+
+    # ---- planning -----------------------------------------------------------------------
+    def plan(self, batch_size: int, round_id: int | None = None, kv_len: int | None = None) -> int:
+        """The step count for the batch about to be submitted (round `round_id`; `kv_len`: the
+        batch's longest KV length, only passed on to `covers`)."""
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        for lens, acc in self.feedback.release(round_id):
+            self.window.observe(lens, acc)
+
+        bcap = self.pad_requests(batch_size)
+        table, missing = self._table(bcap)
+        episode = (bcap, "cost")
+        if table is not None and self.covers is not None and not self.covers(bcap, kv_len):
+            table, episode = None, (bcap, "kv")
+            missing = f"bcap={bcap}, kv_len={kv_len} outside the calibrated coverage; running k_max={self.k_max}"
+        if table is None:
+            if self._fallback_bcap != episode:
+                self._fallback_bcap = episode
+                self.decisions.append(
+                    StepDecision(self.completed, batch_size, bcap, self.k, self.k_max, f"fallback: {missing}")
+                )
+            self.k_histogram[self.k_max] += 1
+            return self.k_max
+        self._fallback_bcap = ()
+
+        epoch = self.completed // self.policy.update_interval
+        if epoch > self._epoch:
+            self._epoch = epoch
+            self._rescore(batch_size, bcap, table)
+
+        k = self.k
+        if k == 0 and self.probe_interval and self.completed - self._zero_since >= self.probe_interval:
+            self._zero_since = self.completed
+            k = self.k_max
+            self.decisions.append(StepDecision(self.completed, batch_size, bcap, 0, k, "probe"))
+        self.k_histogram[k] += 1
+        return k
+
+    def _rescore(self, batch_size: int, bcap: int, table: dict[int, float]) -> None:
+        previous = self.k
+        if not self.window.has_data:
+            self.decisions.append(StepDecision(self.completed, batch_size, bcap, previous, previous, "no feedback"))
+            return
+        best, predicted = best_step(batch_size, self.window.prefix_acceptance(), table, self.allow_zero)
+        if previous in predicted:
+            current = predicted[previous]
+            gain = (predicted[best] - current) / current
+            switch = gain > self.policy.switch_min_gain
+        else:  # the current k is no candidate here (k = 0 without a plain-decode cost)
+            gain, switch = None, True
+        if switch and best != previous:
+            self.k = best
+            if best == 0:
+                self._zero_since = self.completed
+        self.decisions.append(
+            StepDecision(self.completed, batch_size, bcap, previous, self.k,
+                         "switch" if self.k != previous else "keep", predicted, gain)
+        )
+
+    def _table(self, bcap: int | None) -> tuple[dict[int, float] | None, str | None]:
+        """Per-bcap cost table {k: ms} (cached: the table is immutable), or None + why not covered."""
+        if bcap is None:
+            return None, "batch exceeds every prepared request bucket"
+        if bcap not in self._tables:
+            table: dict[int, float] = {}
+            missing = None
+            for k in range(1, self.k_max + 1):
+                c = self.cost_ms(bcap, k)
+                if c is None:
+                    missing = f"cost not covered at bcap={bcap}, k={k}; running k_max={self.k_max}"
+                    break
+                table[k] = float(c)
+            if missing is None and self.allow_zero:
+                c0 = self.cost_ms(bcap, 0)
+                if c0 is not None:
+                    table[0] = float(c0)
+            self._tables[bcap] = (None, missing) if missing else (table, None)
+        return self._tables[bcap]

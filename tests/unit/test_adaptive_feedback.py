@@ -1,0 +1,109 @@
+"""Acceptance feedback (R-C2, R-C4): completed rounds only, a window of completed batches, explicit lag."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from adaspec.adaptive.feedback import AcceptanceWindow, LaggedFeedback
+
+
+def test_cold_start_prior_before_any_feedback():
+    w = AcceptanceWindow(max_steps=3, window_size=5, prior_rate=0.5)
+    assert not w.has_data and w.completed == 0
+    np.testing.assert_allclose(w.prefix_acceptance(), [0.5, 0.25, 0.125])
+
+
+def test_prefix_acceptance_equals_counter_ratio_when_all_positions_verified():
+    """R-C2 / PRIOR_ART §5.1: a_i = (#drafts with m >= i) / (#drafts with L >= i)."""
+    w = AcceptanceWindow(max_steps=3, window_size=5)
+    w.observe([3, 3, 3, 3], [0, 1, 2, 3])
+    np.testing.assert_allclose(w.prefix_acceptance(), [3 / 4, 2 / 4, 1 / 4])
+    w.observe([3, 3], [3, 3])
+    np.testing.assert_allclose(w.prefix_acceptance(), [5 / 6, 4 / 6, 3 / 6])
+
+
+def test_zero_length_drafts_do_not_count():
+    w = AcceptanceWindow(max_steps=2, window_size=5)
+    w.observe([2, 0, 0], [1, 0, 0])
+    np.testing.assert_allclose(w.prefix_acceptance(), [1.0, 0.0])
+    assert w.drafts_in_window == 1
+
+
+def test_only_the_last_window_size_batches_count():
+    """R-C2: a window of the last `window_size` completed batches."""
+    w = AcceptanceWindow(max_steps=2, window_size=3)
+    for _ in range(2):
+        w.observe([2, 2], [0, 0])  # rejected everything; will leave the window
+    for _ in range(3):
+        w.observe([2, 2], [2, 2])
+    assert w.batches_in_window == 3 and w.completed == 5
+    np.testing.assert_allclose(w.prefix_acceptance(), [1.0, 1.0])
+    w.observe([2], [0])  # pushes one accepting batch out: 4 of 5 drafts accept position 1
+    np.testing.assert_allclose(w.prefix_acceptance(), [4 / 5, 4 / 5])
+
+
+def test_batch_without_drafts_counts_as_completed_but_keeps_the_window():
+    w = AcceptanceWindow(max_steps=2, window_size=2)
+    w.observe([2], [1])
+    for _ in range(5):
+        w.observe([0, 0], [0, 0])  # k = 0 rounds
+    assert w.completed == 6 and w.batches_in_window == 1
+    np.testing.assert_allclose(w.prefix_acceptance(), [1.0, 0.0])
+
+
+def test_unseen_positions_carry_the_last_measured_conditional_rate():
+    w = AcceptanceWindow(max_steps=4, window_size=5)
+    w.observe([2, 2], [2, 1])  # alpha_1 = 1, alpha_2 = 1/2, positions 3-4 never verified
+    np.testing.assert_allclose(w.conditional_rates(), [1.0, 0.5, 0.5, 0.5])
+    np.testing.assert_allclose(w.prefix_acceptance(), [1.0, 0.5, 0.25, 0.125])
+
+
+def test_zero_survival_stays_zero_deeper():
+    w = AcceptanceWindow(max_steps=3, window_size=5)
+    w.observe([3, 3], [0, 0])
+    np.testing.assert_allclose(w.prefix_acceptance(), [0.0, 0.0, 0.0])
+
+
+def test_mixed_verify_lengths_stay_non_increasing():
+    """n_i / v_i would give a_2 = 1 > a_1 = 1/2 here; the conditional-rate product does not."""
+    w = AcceptanceWindow(max_steps=2, window_size=5)
+    w.observe([1, 2], [0, 2])
+    a = w.prefix_acceptance()
+    np.testing.assert_allclose(a, [0.5, 0.5])
+    assert np.all(np.diff(a) <= 0)
+
+
+def test_invalid_feedback_is_rejected():
+    w = AcceptanceWindow(max_steps=2, window_size=5)
+    with pytest.raises(ValueError):
+        w.observe([1], [2])
+    with pytest.raises(ValueError):
+        w.observe([3], [0])
+    with pytest.raises(ValueError):
+        w.observe([1, 1], [0])
+
+
+def test_lag_two_hides_the_previous_round():
+    """Schedule overlap: planning round n sees rounds <= n - 2; round n - 1 is still running."""
+    fb = LaggedFeedback(lag=2)
+    n = 10
+    fb.push(n - 1, "r9")
+    fb.push(n - 2, "r8")
+    assert fb.release(n) == ["r8"]
+    assert fb.release(n) == []  # each result is released once
+    assert fb.release(n + 1) == ["r9"]
+
+
+def test_lag_one_and_ordering():
+    fb = LaggedFeedback(lag=1)
+    fb.push(5, "r5")
+    fb.push(3, "r3")
+    fb.push(4, "r4")
+    assert fb.release(5) == ["r3", "r4"]
+    assert fb.pending == 1
+    assert fb.release(6) == ["r5"]
+    fb.push(None, "now")  # untagged: the caller vouches for the lag
+    assert fb.release(0) == ["now"]
+    with pytest.raises(ValueError):
+        LaggedFeedback(lag=0)

@@ -1,0 +1,42 @@
+"""Acceptance predictors and path probabilities (R-D2)."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from adaspec.adaptive.scoring import mtp_scores, mtp_scores_from_logits, path_probabilities
+
+
+def test_mtp_scores_are_selected_token_probabilities():
+    """R-D2: exp(selected_logit - logsumexp(draft_logits)) on [B, k]."""
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(3, 4, 11, generator=g)
+    tokens = logits.argmax(-1)
+    selected = logits.gather(-1, tokens[..., None]).squeeze(-1)
+    s = mtp_scores(selected, torch.logsumexp(logits, -1))
+    expected = torch.softmax(logits, -1).gather(-1, tokens[..., None]).squeeze(-1)
+    assert s.shape == (3, 4)
+    torch.testing.assert_close(s, expected)
+    torch.testing.assert_close(mtp_scores_from_logits(logits, tokens), expected)
+
+
+def test_path_probabilities_are_cumulative_products():
+    """R-D2: path probability of position j = product of the scores up to j."""
+    s = torch.tensor([[0.9, 0.5, 1.0], [0.2, 0.0, 0.7]])
+    P = path_probabilities(s)
+    torch.testing.assert_close(P, torch.tensor([[0.9, 0.45, 0.45], [0.2, 0.0, 0.0]]))
+    assert bool((P[:, 1:] <= P[:, :-1]).all())
+    np.testing.assert_allclose(path_probabilities(s.numpy()), P.numpy(), rtol=1e-6)
+
+
+def test_path_probabilities_clean_bad_scores():
+    s = torch.tensor([[float("nan"), 0.5], [1.5, -0.1]])
+    torch.testing.assert_close(path_probabilities(s), torch.tensor([[0.0, 0.0], [1.0, 0.0]]))
+
+
+def test_path_probabilities_never_increase_in_float():
+    g = torch.Generator().manual_seed(1)
+    s = torch.rand(64, 7, generator=g) ** 0.05  # scores close to 1
+    P = path_probabilities(s)
+    assert bool((P[:, 1:] <= P[:, :-1]).all())

@@ -1,0 +1,177 @@
+"""Adaptive MTP draft step (R-C1, R-C2, plus k = 0): hand-computed optima and the exact policy rules."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from adaspec.adaptive.step_controller import DraftStepController, StepPolicy, best_step, step_throughput
+
+
+def pad_requests(B: int) -> int | None:
+    for b in (1, 2, 4, 8, 16):
+        if b >= B:
+            return b
+    return None
+
+
+def table_cost(table: dict[int, float | None]):
+    return lambda bcap, k: table.get(k)
+
+
+def test_best_step_hand_computed():
+    """R-C1: argmax_k B (1 + sum a[:k]) / cost(k)."""
+    a = [0.8, 0.6, 0.3]
+    costs = {0: 10.0, 1: 12.0, 2: 15.0, 3: 20.0}
+    k, pred = best_step(4, a, costs)
+    # k=0: 4/10 = 0.4; k=1: 4*1.8/12 = 0.6; k=2: 4*2.4/15 = 0.64; k=3: 4*2.7/20 = 0.54
+    assert k == 2
+    assert pred == pytest.approx({0: 0.4, 1: 0.6, 2: 0.64, 3: 0.54})
+
+
+def test_k_zero_when_speculation_cannot_pay():
+    a = [0.1, 0.01]
+    costs = {0: 10.0, 1: 15.0, 2: 20.0}
+    k, pred = best_step(1, a, costs)  # 0.1 vs 1.1/15 = 0.073 vs 1.11/20
+    assert k == 0
+    k, pred = best_step(1, a, costs, allow_zero=False)
+    assert k == 1 and 0 not in pred
+
+
+def test_candidates_are_exactly_the_table_and_ties_go_to_smaller_k():
+    k, pred = best_step(2, [0.5, 0.5], {1: 1.5, 2: 2.0})  # 2*1.5/1.5 = 2 = 2*2/2
+    assert k == 1 and set(pred) == {1, 2}
+    with pytest.raises(ValueError):
+        best_step(2, [0.5], {2: 1.0})
+
+
+def feed(ctrl: DraftStepController, n: int, lens, acc, start_round: int | None = None):
+    for i in range(n):
+        ctrl.observe(lens, acc, None if start_round is None else start_round + i)
+
+
+def test_starts_at_k_max_and_rescores_only_every_update_interval_completed_batches():
+    """R-C2: re-score every update_interval completed batches; plan() calls are not counted."""
+    ctrl = DraftStepController(3, StepPolicy(window_size=20, update_interval=5, switch_min_gain=0.05),
+                               table_cost({1: 1.0, 2: 2.0, 3: 3.0}), pad_requests)
+    assert ctrl.plan(4) == 3
+    feed(ctrl, 4, [3, 3, 3, 3], [0, 0, 0, 0])  # nothing accepted: k = 1 is far better
+    for _ in range(20):
+        assert ctrl.plan(4) == 3  # 4 completed batches: no re-score, however often we plan
+    feed(ctrl, 1, [3, 3, 3, 3], [0, 0, 0, 0])
+    assert ctrl.plan(4) == 1  # 5th completed batch: re-scored, 4/1 vs 4/3
+    assert ctrl.decisions[-1].reason == "switch" and ctrl.decisions[-1].previous_k == 3
+    # now everything is accepted, but the next re-score is only at 10 completed batches
+    feed(ctrl, 4, [1, 1, 1, 1], [1, 1, 1, 1])
+    assert ctrl.plan(4) == 1
+    feed(ctrl, 1, [1, 1, 1, 1], [1, 1, 1, 1])
+    # window: 5 batches rejecting at position 1, 5 accepting -> alpha_1 = 1/2, carried forward;
+    # k=1: 4*1.5/1 = 6, k=2: 4*1.75/2 = 3.5, k=3: 4*1.875/3 = 2.5 -> keep k = 1
+    assert ctrl.plan(4) == 1
+    assert ctrl.completed == 10  # results are taken in at plan() time (where the lag is applied)
+    assert ctrl.decisions[-1].reason == "keep"
+    assert ctrl.decisions[-1].predicted == pytest.approx({1: 6.0, 2: 3.5, 3: 2.5})
+
+
+def test_only_the_last_window_size_batches_count_in_the_controller():
+    """R-C2: the window is the last window_size completed batches."""
+    ctrl = DraftStepController(2, StepPolicy(window_size=5, update_interval=5, switch_min_gain=0.05),
+                               table_cost({1: 1.0, 2: 1.4}), pad_requests)
+    feed(ctrl, 5, [2], [0])  # position 1 rejected
+    assert ctrl.plan(1) == 1  # 1.0/1 vs 1.0/1.4
+    feed(ctrl, 5, [1], [1])  # the old batches leave the window: alpha = 1 everywhere
+    assert ctrl.plan(1) == 2  # k=1: 2/1 = 2, k=2: 3/1.4 = 2.14, gain 7% > 5%
+    assert ctrl.window.batches_in_window == 5
+
+
+def _gain_policy_controller(c1: float) -> DraftStepController:
+    ctrl = DraftStepController(2, StepPolicy(window_size=20, update_interval=5, switch_min_gain=0.05),
+                               table_cost({1: c1, 2: 1.25}), pad_requests)
+    # 16 drafts per batch verifying 2 positions: n_1 = 5, n_2 = 4 -> a = (5/16, 1/4) exactly
+    feed(ctrl, 5, [2] * 16, [2, 2, 2, 2, 1] + [0] * 11)
+    return ctrl
+
+
+def test_gain_exactly_switch_min_gain_does_not_switch():
+    """R-C2: switch only if the predicted relative gain is STRICTLY greater than switch_min_gain."""
+    # current k=2: 16 * 1.5625 / 1.25 = 20; k=1: 16 * 1.3125 / 1.0 = 21; gain = 1/20 = 0.05 exactly
+    a = [5 / 16, 1 / 4]
+    th2, th1 = step_throughput(16, a, 2, 1.25), step_throughput(16, a, 1, 1.0)
+    assert (th2, th1) == (20.0, 21.0) and (th1 - th2) / th2 == 0.05
+    ctrl = _gain_policy_controller(1.0)
+    assert ctrl.plan(16) == 2
+    d = ctrl.decisions[-1]
+    assert d.reason == "keep" and d.gain == 0.05 and d.predicted == {1: 21.0, 2: 20.0}
+
+
+def test_gain_just_above_switch_min_gain_switches():
+    ctrl = _gain_policy_controller(math.nextafter(1.0, 0.0))  # k=1 a hair cheaper
+    assert ctrl.plan(16) == 1
+    assert ctrl.decisions[-1].gain > 0.05 and ctrl.decisions[-1].reason == "switch"
+
+
+def test_controller_chooses_k_zero_and_probes():
+    ctrl = DraftStepController(2, StepPolicy(window_size=20, update_interval=5, switch_min_gain=0.05),
+                               table_cost({0: 1.0, 1: 1.5, 2: 2.0}), pad_requests, probe_interval=10)
+    feed(ctrl, 5, [2, 2], [0, 0])
+    assert ctrl.plan(2) == 0  # plain decode: 2/1 vs 2/1.5 vs 2/2
+    feed(ctrl, 9, [0, 0], [0, 0])  # k = 0 rounds carry no drafts
+    assert ctrl.plan(2) == 0
+    feed(ctrl, 1, [0, 0], [0, 0])  # 10 completed batches at k = 0: one probe at k_max
+    assert ctrl.plan(2) == 2 and ctrl.decisions[-1].reason == "probe"
+    assert ctrl.plan(2) == 0  # the probe is one batch
+    assert ctrl.k_histogram[0] >= 2 and ctrl.k_histogram[2] >= 1
+
+
+def test_k_zero_needs_allow_zero_and_a_plain_cost():
+    ctrl = DraftStepController(2, StepPolicy(update_interval=1), table_cost({0: 1.0, 1: 1.5, 2: 2.0}),
+                               pad_requests, allow_zero=False)
+    feed(ctrl, 1, [2], [0])
+    assert ctrl.plan(1) == 1
+    ctrl = DraftStepController(2, StepPolicy(update_interval=1), table_cost({1: 1.5, 2: 2.0}), pad_requests)
+    feed(ctrl, 1, [2], [0])
+    assert ctrl.plan(1) == 1  # no k = 0 in the table
+
+
+def test_uncovered_cost_falls_back_to_k_max_and_says_so():
+    def cost(bcap, k):
+        return None if bcap == 16 else {1: 1.0, 2: 2.0, 3: 3.0}.get(k)
+
+    ctrl = DraftStepController(3, StepPolicy(update_interval=1), cost, pad_requests)
+    feed(ctrl, 1, [3], [0])
+    assert ctrl.plan(3) == 1
+    assert ctrl.plan(9) == 3  # bcap 16 not calibrated
+    assert ctrl.decisions[-1].reason.startswith("fallback: cost not covered at bcap=16")
+    assert ctrl.plan(3) == 1  # covered batches keep the controller's k
+    assert ctrl.plan(40) == 3  # no request bucket at all
+    assert "fallback" in ctrl.decisions[-1].reason
+
+
+def test_no_rescore_on_the_prior_alone():
+    ctrl = DraftStepController(2, StepPolicy(update_interval=1), table_cost({0: 1.0, 1: 5.0, 2: 9.0}), pad_requests)
+    feed(ctrl, 3, [0], [0])  # completed batches without drafts
+    assert ctrl.plan(1) == 2
+    assert ctrl.decisions[-1].reason == "no feedback"
+
+
+def test_lagged_results_are_invisible_until_their_round_is_old_enough():
+    """R-C2 with schedule overlap (lag 2): round n is planned from rounds <= n - 2."""
+    ctrl = DraftStepController(3, StepPolicy(update_interval=5), table_cost({1: 1.0, 2: 2.0, 3: 3.0}),
+                               pad_requests, lag=2)
+    feed(ctrl, 5, [3], [0], start_round=0)  # rounds 0..4 completed (all rejected)
+    assert ctrl.plan(1, round_id=5) == 3  # sees rounds 0..3 only: 4 completed, no re-score
+    assert ctrl.completed == 4
+    assert ctrl.plan(1, round_id=6) == 1  # round 4 now visible: 5 completed, re-scored
+
+
+def test_kv_coverage_hook_falls_back_to_k_max():
+    """R-F7: a batch outside the calibrated KV ranges runs full width (k_max), recorded once."""
+    ctrl = DraftStepController(3, StepPolicy(update_interval=1), table_cost({1: 1.0, 2: 2.0, 3: 3.0}), pad_requests,
+                               covers=lambda bcap, kv: kv is None or kv <= 4096)
+    feed(ctrl, 1, [3], [0])
+    assert ctrl.plan(2, kv_len=100) == 1
+    n = len(ctrl.decisions)
+    assert ctrl.plan(2, kv_len=5000) == 3 and ctrl.plan(2, kv_len=6000) == 3
+    assert len(ctrl.decisions) == n + 1 and "outside the calibrated coverage" in ctrl.decisions[-1].reason
+    assert ctrl.plan(2, kv_len=100) == 1
