@@ -1,0 +1,434 @@
+"""Whole-round cost models fitted from start-up measurements (R-F1, R-C3). Pure numpy, no torch.
+
+A measured point is `(bcap, x, cost_s)`: `bcap` is the padded request bucket, `x` the padded
+target rows `G` (adaptive verify) or the draft step count `k` (adaptive draft step), `cost_s` the
+seconds of one WHOLE round (draft, verify, sampling, refresh, result retrieval). Nothing adds draft
+or commit time on top of these costs again (R-F2).
+
+Two models, both immutable, both `fit(points) -> model`, `cost_ms(bcap, x) -> float | None`:
+
+* `SpsModel` -- steps per second as a function of x only. Per distinct x, SPS(x) is the median of
+  1/cost over all its points (pooled across request buckets; `per_bucket=True` keeps one curve per
+  bucket, used for adaptive draft step); the cost curve 1/SPS is then made
+  non-decreasing in x by isotonic regression (pool-adjacent-violators, weighted by point count),
+  which keeps real cliffs of a staircase curve and only irons out noise inversions. An x between
+  two measured values is priced by linear interpolation of cost; outside [min x, max x], or for a
+  request bucket that was never measured, the answer is None (uncovered -> caller falls back to
+  full width, R-F7).
+* `AdditiveModel` -- cost = bias + alpha[bcap] + theta[x] seconds, least squares
+  (`np.linalg.lstsq`) over one-hot features fitted to the per-cell medians (one cell = one
+  (bcap, x) pair; the median makes one disturbed window harmless and weighs cells equally).
+  Identifiability: reference coding, alpha[smallest bcap] = 0 and theta[smallest x] = 0, so
+  `bias` is the cost of the smallest cell. The bipartite graph bcap -- x of measured cells must be
+  connected (otherwise alpha and theta of different components are not identifiable); a
+  disconnected grid is refused with an error naming the components. Unmeasured x between two
+  measured ones: theta is interpolated linearly. Unknown bcap, x outside the measured range, or a
+  non-positive prediction -> None.
+
+`heldout_error(points, kind)` is leave-one-cell-out: every (bcap, x) cell in turn is removed with
+all its windows, the model is refitted on the rest and its prediction compared with the cell's
+median measured cost. Cells whose removal disconnects the additive grid, or whose prediction is
+outside the remaining coverage, are skipped and counted.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left
+from dataclasses import dataclass
+from typing import Any, Iterable, Literal, NamedTuple, Union
+
+import numpy as np
+
+ModelKind = Literal["additive", "sps"]
+MODEL_KINDS: tuple[str, ...] = ("additive", "sps")
+
+
+class CostModelError(ValueError):
+    """Measurements cannot be fitted (empty, invalid, or an additive grid that is not connected)."""
+
+
+class CostPoint(NamedTuple):
+    """One measured window: padded request bucket, padded target rows G (or step count k), seconds per round."""
+
+    bcap: int
+    x: int
+    cost_s: float
+    kv_len: int | None = None  # mean KV length during the window, informational (plots/reports)
+
+    @property
+    def g(self) -> int:
+        return self.x
+
+
+PointLike = Union[CostPoint, tuple, Any]
+
+
+def as_points(points: Iterable[PointLike]) -> tuple[CostPoint, ...]:
+    """Normalise tuples `(bcap, x, cost_s[, kv_len])` or objects with `bcap`, `x` (or `g`), `cost_s`
+    (and optionally `kv_len`) into validated `CostPoint`s."""
+    out = []
+    for i, p in enumerate(points):
+        try:
+            if isinstance(p, tuple):
+                bcap, x, cost = p[0], p[1], p[2]
+                kv = p[3] if len(p) > 3 else None
+            else:
+                bcap = p.bcap
+                x = p.x if hasattr(p, "x") else p.g
+                cost, kv = p.cost_s, getattr(p, "kv_len", None)
+        except (AttributeError, IndexError, TypeError) as e:
+            raise CostModelError(f"point {i}: expected (bcap, x, cost_s[, kv_len]), got {p!r}") from e
+        if isinstance(bcap, bool) or isinstance(x, bool) or int(bcap) != bcap or int(x) != x:
+            raise CostModelError(f"point {i}: bcap and x must be integers, got {p!r}")
+        bcap, x, cost = int(bcap), int(x), float(cost)
+        if bcap < 1 or x < 1:
+            raise CostModelError(f"point {i}: bcap and x must be >= 1, got {p!r}")
+        if not math.isfinite(cost) or cost <= 0:
+            raise CostModelError(f"point {i}: cost_s must be a finite positive number of seconds, got {p!r}")
+        out.append(CostPoint(bcap, x, cost, None if kv is None else int(kv)))
+    return tuple(out)
+
+
+def cell_medians(points: Iterable[PointLike]) -> dict[tuple[int, int], float]:
+    """Median cost (seconds) of every measured (bcap, x) cell, keys sorted."""
+    cells: dict[tuple[int, int], list[float]] = {}
+    for p in as_points(points):
+        cells.setdefault((p.bcap, p.x), []).append(p.cost_s)
+    return {k: float(np.median(cells[k])) for k in sorted(cells)}
+
+
+def grid_components(cells: Iterable[tuple[int, int]]) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+    """Connected components of the bipartite graph bcap -- x; each as (sorted bcaps, sorted xs),
+    ordered by smallest bcap."""
+    parent: dict[tuple[str, int], tuple[str, int]] = {}
+
+    def find(n):
+        parent.setdefault(n, n)
+        while parent[n] != n:
+            parent[n] = parent[parent[n]]
+            n = parent[n]
+        return n
+
+    for b, x in cells:
+        rb, rx = find(("b", b)), find(("x", x))
+        if rb != rx:
+            parent[rb] = rx
+    comps: dict[tuple[str, int], tuple[set, set]] = {}
+    for node in list(parent):
+        bs, xs = comps.setdefault(find(node), (set(), set()))
+        (bs if node[0] == "b" else xs).add(node[1])
+    return sorted(((tuple(sorted(b)), tuple(sorted(x))) for b, x in comps.values()), key=lambda c: c[0] or (0,))
+
+
+def describe_components(comps, x_name: str = "G") -> str:
+    return "; ".join(
+        f"component {i + 1}: Bcap {list(b)} with {x_name} {list(x)}" for i, (b, x) in enumerate(comps)
+    )
+
+
+def check_connected(cells: Iterable[tuple[int, int]], x_name: str = "G") -> None:
+    """Raise CostModelError naming the disconnected request buckets if the bcap--x grid is not connected."""
+    comps = grid_components(cells)
+    if len(comps) > 1:
+        raise CostModelError(
+            f"the additive cost grid is not connected through shared {x_name} values, so alpha(Bcap) and "
+            f"theta({x_name}) of different groups cannot be separated: {describe_components(comps, x_name)}. "
+            f"Fix: measure at least one {x_name} value shared between these request buckets "
+            f"(add it to their target_graph_rows) or use model \"sps\""
+        )
+
+
+def _isotonic_increasing(y: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Weighted pool-adjacent-violators: the closest non-decreasing sequence in weighted L2."""
+    blocks: list[list[float]] = []  # [mean, weight, count]
+    for yi, wi in zip(y.tolist(), w.tolist()):
+        blocks.append([yi, wi, 1])
+        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
+            m2, w2, c2 = blocks.pop()
+            m1, w1, c1 = blocks.pop()
+            blocks.append([(m1 * w1 + m2 * w2) / (w1 + w2), w1 + w2, c1 + c2])
+    return np.array([m for m, _, c in blocks for _ in range(c)], dtype=np.float64)
+
+
+def _interp(xs: tuple[int, ...], ys: tuple[float, ...], x: int) -> float | None:
+    """Linear interpolation inside [xs[0], xs[-1]] (exact at measured x), None outside."""
+    if not xs or x < xs[0] or x > xs[-1]:
+        return None
+    i = bisect_left(xs, x)
+    if xs[i] == x:
+        return ys[i]
+    x0, x1, y0, y1 = xs[i - 1], xs[i], ys[i - 1], ys[i]
+    return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+
+
+@dataclass(frozen=True)
+class SpsCurve:
+    """Steps/s per measured x and the monotone cost curve derived from it."""
+
+    x_values: tuple[int, ...]  # measured x, increasing
+    sps: tuple[float, ...]  # raw median steps/s per x (before the monotone projection)
+    cost_s: tuple[float, ...]  # fitted seconds per round per x, non-decreasing in x
+
+    @classmethod
+    def fit(cls, pts: Iterable[CostPoint]) -> "SpsCurve":
+        by_x: dict[int, list[float]] = {}
+        for p in pts:
+            by_x.setdefault(p.x, []).append(1.0 / p.cost_s)
+        xs = tuple(sorted(by_x))
+        sps = np.array([np.median(by_x[x]) for x in xs], dtype=np.float64)
+        weights = np.array([len(by_x[x]) for x in xs], dtype=np.float64)
+        cost = _isotonic_increasing(1.0 / sps, weights)
+        return cls(xs, tuple(float(v) for v in sps), tuple(float(c) for c in cost))
+
+    def cost_s_at(self, x: int) -> float | None:
+        return _interp(self.x_values, self.cost_s, x)
+
+    def to_dict(self) -> dict:
+        return {"x_values": list(self.x_values), "sps": list(self.sps), "cost_s": list(self.cost_s)}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "SpsCurve":
+        c = cls(tuple(int(v) for v in d["x_values"]), tuple(float(v) for v in d["sps"]),
+                tuple(float(v) for v in d["cost_s"]))
+        if not (len(c.x_values) == len(c.sps) == len(c.cost_s)) or not c.x_values:
+            raise CostModelError("invalid sps model in table: x_values, sps and cost_s differ in length or are empty")
+        if list(c.x_values) != sorted(set(c.x_values)) or any(b < a for a, b in zip(c.cost_s, c.cost_s[1:])):
+            raise CostModelError("invalid sps model in table: x_values must increase and cost_s must not decrease")
+        return c
+
+
+@dataclass(frozen=True)
+class SpsModel:
+    """Steps/s as a function of x only: cost_ms(bcap, x) = 1000 / SPS(x).
+
+    Pooled (the R-F1 `sps` model, adaptive verify): one curve over G shared by every measured
+    request bucket. `per_bucket=True` (adaptive draft step, where every (Bcap, k) is measured
+    independently, R-C3): one curve over k per request bucket, since a step count alone says
+    nothing about the batch size."""
+
+    bcaps: tuple[int, ...]  # request buckets that were measured (coverage)
+    curves: tuple[SpsCurve, ...]  # one curve (pooled) or one per entry of `bcaps`
+    per_bucket: bool = False
+    kind: str = "sps"
+
+    @classmethod
+    def fit(cls, points: Iterable[PointLike], per_bucket: bool = False) -> "SpsModel":
+        pts = as_points(points)
+        if not pts:
+            raise CostModelError("no measured points to fit")
+        bcaps = tuple(sorted({p.bcap for p in pts}))
+        if per_bucket:
+            curves = tuple(SpsCurve.fit(p for p in pts if p.bcap == b) for b in bcaps)
+        else:
+            curves = (SpsCurve.fit(pts),)
+        return cls(bcaps, curves, per_bucket)
+
+    def curve(self, bcap: int) -> SpsCurve | None:
+        if bcap not in self.bcaps:
+            return None
+        return self.curves[self.bcaps.index(bcap)] if self.per_bucket else self.curves[0]
+
+    # the pooled curve's arrays (per-bucket models: use curve(bcap))
+    @property
+    def x_values(self) -> tuple[int, ...]:
+        return self._pooled().x_values
+
+    @property
+    def sps(self) -> tuple[float, ...]:
+        return self._pooled().sps
+
+    @property
+    def cost_s(self) -> tuple[float, ...]:
+        return self._pooled().cost_s
+
+    def _pooled(self) -> SpsCurve:
+        if self.per_bucket:
+            raise AttributeError("a per-bucket sps model has one curve per request bucket: use curve(bcap)")
+        return self.curves[0]
+
+    def cost_s_at(self, bcap: int, x: int) -> float | None:
+        c = self.curve(bcap)
+        return None if c is None else c.cost_s_at(x)
+
+    def cost_ms(self, bcap: int, x: int) -> float | None:
+        c = self.cost_s_at(bcap, x)
+        return None if c is None else 1000.0 * c
+
+    def steps_per_second(self, bcap: int, x: int) -> float | None:
+        c = self.cost_s_at(bcap, x)
+        return None if c is None else 1.0 / c
+
+    def to_dict(self) -> dict:
+        return {"kind": "sps", "per_bucket": self.per_bucket, "bcaps": list(self.bcaps),
+                "curves": [c.to_dict() for c in self.curves]}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "SpsModel":
+        try:
+            m = cls(tuple(int(v) for v in d["bcaps"]), tuple(SpsCurve.from_dict(c) for c in d["curves"]),
+                    bool(d.get("per_bucket", False)))
+        except (KeyError, TypeError, ValueError) as e:
+            if isinstance(e, CostModelError):
+                raise
+            raise CostModelError(f"invalid sps model in table: {e!r}") from e
+        if not m.bcaps or len(m.curves) != (len(m.bcaps) if m.per_bucket else 1):
+            raise CostModelError("invalid sps model in table: the number of curves does not match bcaps")
+        return m
+
+
+@dataclass(frozen=True)
+class AdditiveModel:
+    """cost = bias + alpha[bcap] + theta[x] seconds; alpha[bcaps[0]] = theta[x_values[0]] = 0."""
+
+    bias_s: float
+    bcaps: tuple[int, ...]
+    alpha_s: tuple[float, ...]
+    x_values: tuple[int, ...]
+    theta_s: tuple[float, ...]
+    residual_rms_s: float = 0.0  # RMS of the fit over the cell medians
+    kind: str = "additive"
+
+    IDENTIFIABILITY = "reference coding: alpha[smallest Bcap] = 0, theta[smallest x] = 0"
+
+    @classmethod
+    def fit(cls, points: Iterable[PointLike], x_name: str = "G") -> "AdditiveModel":
+        cells = cell_medians(points)
+        if not cells:
+            raise CostModelError("no measured points to fit")
+        check_connected(cells, x_name)
+        bcaps = sorted({b for b, _ in cells})
+        xs = sorted({x for _, x in cells})
+        bi = {b: i for i, b in enumerate(bcaps)}
+        xi = {x: i for i, x in enumerate(xs)}
+        nb, nx = len(bcaps), len(xs)
+        a = np.zeros((len(cells), 1 + (nb - 1) + (nx - 1)))
+        y = np.empty(len(cells))
+        for r, ((b, x), c) in enumerate(cells.items()):
+            a[r, 0] = 1.0
+            if bi[b] > 0:
+                a[r, bi[b]] = 1.0
+            if xi[x] > 0:
+                a[r, nb - 1 + xi[x]] = 1.0
+            y[r] = c
+        coef, _, rank, _ = np.linalg.lstsq(a, y, rcond=None)
+        if rank < a.shape[1]:  # cannot happen for a connected grid; guard anyway
+            raise CostModelError(f"additive fit is rank deficient ({rank} < {a.shape[1]})")
+        resid = a @ coef - y
+        alpha = (0.0,) + tuple(float(v) for v in coef[1:nb])
+        theta = (0.0,) + tuple(float(v) for v in coef[nb:])
+        return cls(float(coef[0]), tuple(bcaps), alpha, tuple(xs), theta,
+                   float(np.sqrt(np.mean(resid ** 2))))
+
+    def alpha(self, bcap: int) -> float | None:
+        return self.alpha_s[self.bcaps.index(bcap)] if bcap in self.bcaps else None
+
+    def theta(self, x: int) -> float | None:
+        return _interp(self.x_values, self.theta_s, x)
+
+    def cost_s_at(self, bcap: int, x: int) -> float | None:
+        a, t = self.alpha(bcap), self.theta(x)
+        if a is None or t is None:
+            return None
+        c = self.bias_s + a + t
+        return c if c > 0 else None
+
+    def cost_ms(self, bcap: int, x: int) -> float | None:
+        c = self.cost_s_at(bcap, x)
+        return None if c is None else 1000.0 * c
+
+    def to_dict(self) -> dict:
+        return {"kind": "additive", "identifiability": self.IDENTIFIABILITY, "bias_s": self.bias_s,
+                "bcaps": list(self.bcaps), "alpha_s": list(self.alpha_s),
+                "x_values": list(self.x_values), "theta_s": list(self.theta_s),
+                "residual_rms_s": self.residual_rms_s}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "AdditiveModel":
+        try:
+            m = cls(float(d["bias_s"]), tuple(int(v) for v in d["bcaps"]), tuple(float(v) for v in d["alpha_s"]),
+                    tuple(int(v) for v in d["x_values"]), tuple(float(v) for v in d["theta_s"]),
+                    float(d.get("residual_rms_s", 0.0)))
+        except (KeyError, TypeError, ValueError) as e:
+            raise CostModelError(f"invalid additive model in table: {e!r}") from e
+        if len(m.bcaps) != len(m.alpha_s) or len(m.x_values) != len(m.theta_s) or not m.bcaps or not m.x_values:
+            raise CostModelError("invalid additive model in table: bcaps/alpha_s or x_values/theta_s differ in length")
+        if list(m.bcaps) != sorted(set(m.bcaps)) or list(m.x_values) != sorted(set(m.x_values)):
+            raise CostModelError("invalid additive model in table: bcaps and x_values must increase")
+        return m
+
+
+CostModel = Union[SpsModel, AdditiveModel]
+
+
+def fit_model(points: Iterable[PointLike], kind: str, x_name: str = "G", per_bucket: bool = False) -> CostModel:
+    """Fit `kind` ("additive" | "sps"); `per_bucket` only affects sps (one curve per request bucket)."""
+    if kind == "sps":
+        return SpsModel.fit(points, per_bucket)
+    if kind == "additive":
+        return AdditiveModel.fit(points, x_name)
+    raise CostModelError(f"unknown cost model {kind!r}; allowed: {', '.join(MODEL_KINDS)}")
+
+
+def model_from_dict(d: dict) -> CostModel:
+    kind = d.get("kind") if isinstance(d, dict) else None
+    if kind == "sps":
+        return SpsModel.from_dict(d)
+    if kind == "additive":
+        return AdditiveModel.from_dict(d)
+    raise CostModelError(f"unknown cost model kind {kind!r} in table; allowed: {', '.join(MODEL_KINDS)}")
+
+
+@dataclass(frozen=True)
+class HeldoutReport:
+    """Leave-one-cell-out accuracy of a cost model (median relative error of predicted vs measured cost)."""
+
+    kind: str
+    median_rel_error: float | None  # None when no cell could be evaluated
+    max_rel_error: float | None
+    evaluated: int
+    skipped_disconnected: int  # removal disconnected the additive grid
+    skipped_uncovered: int  # the cell fell outside the remaining fit's coverage (edge x, lone bcap)
+    errors: tuple[tuple[int, int, float], ...] = ()  # (bcap, x, relative error) per evaluated cell
+
+    @property
+    def skipped(self) -> int:
+        return self.skipped_disconnected + self.skipped_uncovered
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "method": "leave-one-cell-out", "median_rel_error": self.median_rel_error,
+                "max_rel_error": self.max_rel_error, "evaluated": self.evaluated,
+                "skipped_disconnected": self.skipped_disconnected, "skipped_uncovered": self.skipped_uncovered,
+                "errors": [list(e) for e in self.errors]}
+
+    def summary(self) -> str:
+        med = "n/a" if self.median_rel_error is None else f"{100 * self.median_rel_error:.1f}%"
+        return (f"{self.kind}: held-out median relative error {med} over {self.evaluated} cells "
+                f"({self.skipped} skipped: {self.skipped_disconnected} would disconnect the grid, "
+                f"{self.skipped_uncovered} outside the remaining coverage)")
+
+
+def heldout_error(points: Iterable[PointLike], kind: str, x_name: str = "G", per_bucket: bool = False) -> HeldoutReport:
+    """Leave-one-cell-out: refit without each (bcap, x) cell, predict it, compare with its median cost."""
+    pts = as_points(points)
+    if kind not in MODEL_KINDS:
+        raise CostModelError(f"unknown cost model {kind!r}; allowed: {', '.join(MODEL_KINDS)}")
+    measured = cell_medians(pts)
+    errors: list[tuple[int, int, float]] = []
+    disconnected = uncovered = 0
+    for cell, cost in measured.items():
+        rest = [p for p in pts if (p.bcap, p.x) != cell]
+        if not rest:
+            uncovered += 1
+            continue
+        if kind == "additive" and len(grid_components({(p.bcap, p.x) for p in rest})) > 1:
+            disconnected += 1
+            continue
+        pred = fit_model(rest, kind, x_name, per_bucket).cost_ms(*cell)
+        if pred is None:
+            uncovered += 1
+            continue
+        errors.append((cell[0], cell[1], abs(pred / 1000.0 - cost) / cost))
+    rel = [e for _, _, e in errors]
+    return HeldoutReport(kind, float(np.median(rel)) if rel else None, float(max(rel)) if rel else None,
+                         len(errors), disconnected, uncovered, tuple(errors))

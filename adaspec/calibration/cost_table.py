@@ -1,0 +1,358 @@
+"""Saved cost tables: one immutable fitted model plus compatibility metadata and coverage (R-G1..R-G3, R-F7).
+
+One `CostTable` type serves both adaptive modes: the second axis is `G` (target rows) for
+`adaptive_target_verify` and `k` (draft steps) for `adaptive_draft_step` (`table.axis` is "g"/"k");
+the models are axis-agnostic.
+
+File format (JSON): `{"format": "adaspec-cost-table", "metadata": {...}, "model": {...},
+"points": [[bcap, x, cost_s, kv_len], ...]}`. `metadata.version` is 1; a table whose metadata has
+no `version` is a legacy table and, if it does not record `draft_width`, counts as width 7 (R-G3).
+
+`save()` never overwrites: the directory must exist and the file must not. The bytes go to a
+temporary file in the same directory (fsync'ed) which is then hard-linked to the final name:
+`os.link` fails if the name appeared meanwhile, so a concurrent writer is never overwritten, and a
+crash leaves either no table or a complete one (at most a stray `.NAME.*.tmp`). On a file system
+without hard links, the name is claimed with O_EXCL and the temporary file renamed over the claim.
+
+`load()` checks every compatibility field against `TableCompat` (what this engine runs) and
+reports every mismatch with both values and the fix. Lookups outside the calibrated request
+buckets or KV ranges return None: the caller admits full width (R-F7).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import tempfile
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, Iterable, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .config import FALLBACK_NOTE, GREEDY_NOTE, EffectiveCalibration, EngineFacts, compact_json
+from .cost_models import (CostModel, CostModelError, CostPoint, HeldoutReport, as_points, fit_model,
+                          heldout_error, model_from_dict)
+
+TABLE_FORMAT = "adaspec-cost-table"
+TABLE_FLAG = "--adaptive_target_verify_cost_table"
+OUTPUT_FLAG = "--adaptive_target_verify_cost_table_output"
+LEGACY_DRAFT_WIDTH = 7  # a version-less table without draft_width was calibrated for Draft7 (R-G3)
+
+
+class CostTableError(ValueError):
+    """A cost table cannot be written or read; the message names the file, the flag and the fix."""
+
+
+class CostTableCompatibilityError(CostTableError):
+    """A saved table does not fit this engine. `mismatches`: (field, table value, engine value)."""
+
+    def __init__(self, message: str, mismatches: list[tuple[str, Any, Any]]):
+        super().__init__(message)
+        self.mismatches = mismatches
+
+    @property
+    def fields(self) -> list[str]:
+        return [m[0] for m in self.mismatches]
+
+
+class TableMetadata(BaseModel):
+    """Compatibility metadata, calibration config and coverage of a saved table."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    version: Literal[1] = 1
+    algorithm: Literal["MTP", "DSpark"]
+    mode: Literal["adaptive_target_verify", "adaptive_draft_step"] = "adaptive_target_verify"
+    draft_width: int = Field(ge=1)  # w (verify) or k_max (draft step)
+    weights_fingerprint: str
+    quantization: str = "none"
+    dtype: str
+    tp_size: int = Field(1, ge=1)
+    dp_size: int = Field(1, ge=1)
+    cp_size: int = Field(1, ge=1)
+    unified: bool = False
+    device_type: str
+    created_at: str = ""
+    calibration: dict[str, Any] = Field(default_factory=dict)  # the effective calibration config used
+    request_buckets: list[int] = Field(default_factory=list)  # covered (measured) request buckets
+    kv_ranges: list[tuple[int, int]] = Field(default_factory=list)  # covered KV ranges, inclusive
+    grid: dict[int, list[int]] = Field(default_factory=dict)  # measured x (G or k) per request bucket
+    heldout: dict[str, Any] | None = None  # HeldoutReport.to_dict()
+
+    @property
+    def axis(self) -> str:
+        return "g" if self.mode == "adaptive_target_verify" else "k"
+
+    @property
+    def x_name(self) -> str:
+        return "G" if self.axis == "g" else "k"
+
+
+@dataclass(frozen=True)
+class TableCompat:
+    """What this engine runs; a loaded table must match every field (R-G3)."""
+
+    algorithm: str  # "MTP" | "DSpark"
+    draft_width: int  # --num_speculative_tokens
+    weights_fingerprint: str
+    dtype: str  # resolved dtype ("float32", "bfloat16"), never "auto"
+    device_type: str  # "cpu" | "cuda"
+    quantization: str = "none"
+    tp_size: int = 1
+    dp_size: int = 1
+    cp_size: int = 1
+    unified: bool = False  # --enable_unified_mtp_graph
+    mode: str = "adaptive_target_verify"
+
+
+_FIXES = {
+    "mode": ("a table calibrated for one adaptive mode cannot serve the other",
+             "load a table calibrated for {engine}"),
+    "algorithm": ("a DSpark table never serves MTP and vice versa",
+                  "load a table calibrated for {engine} (or run with --speculative_algorithm={table})"),
+    "draft_width": ("Draft5 and Draft7 costs never mix",
+                    "load a table calibrated with --num_speculative_tokens={engine} "
+                    "(or run with --num_speculative_tokens={table})"),
+    "weights_fingerprint": ("the table was measured on other target/draft weights",
+                            "load the table made for these weights"),
+    "quantization": ("the table was measured with another quantisation", "load a table made with {engine}"),
+    "dtype": ("the table was measured with another dtype", "load a table made with --dtype={engine} "
+              "(or run with --dtype={table})"),
+    "tp_size": ("the parallel topology differs", "load a table made with --tp_size={engine}"),
+    "dp_size": ("the parallel topology differs (a DP={table} table cannot serve DP={engine})",
+                "load a table made with --dp_size={engine}"),
+    "cp_size": ("the parallel topology differs", "load a table made with --cp_size={engine}"),
+    "unified": ("split and unified layouts are calibrated separately",
+                "load a table made with --enable_unified_mtp_graph={engine_flag}"),
+    "device_type": ("the table was measured on another device type", "load a table made with --device={engine}"),
+}
+_RECALIBRATE = (f"or recalibrate: drop {TABLE_FLAG} and pass {OUTPUT_FLAG}=NEW_FILE to save a fresh table")
+
+
+def _flag_value(v: Any) -> str:
+    return str(v).lower() if isinstance(v, bool) else str(v)
+
+
+def _show(v: Any) -> str:
+    return _flag_value(v) if isinstance(v, bool) else repr(v)
+
+
+def compatibility_mismatches(meta: TableMetadata, expected: TableCompat) -> list[tuple[str, Any, Any]]:
+    out = []
+    for f in fields(TableCompat):
+        tv, ev = getattr(meta, f.name), getattr(expected, f.name)
+        if tv != ev:
+            out.append((f.name, tv, ev))
+    order = list(_FIXES)
+    return sorted(out, key=lambda m: order.index(m[0]))
+
+
+@dataclass(frozen=True)
+class CostTable:
+    """An immutable fitted whole-round cost model with its metadata and raw measurements."""
+
+    model: CostModel
+    metadata: TableMetadata
+    points: tuple[CostPoint, ...] = ()
+    source: str | None = None  # the file it was loaded from (not saved)
+
+    # ------------------------------------------------------------------ building
+    @classmethod
+    def build(cls, points: Iterable, effective: EffectiveCalibration, compat: TableCompat, *,
+              created_at: str | None = None, with_heldout: bool = True) -> "CostTable":
+        """Fit `effective.model` on the measured points and attach metadata and coverage."""
+        pts = as_points(points)
+        if compat.mode != effective.mode or compat.draft_width != effective.draft_width:
+            raise ValueError(f"TableCompat (mode {compat.mode}, draft_width {compat.draft_width}) does not match the "
+                             f"calibration (mode {effective.mode}, draft_width {effective.draft_width})")
+        per_bucket = effective.mode == "adaptive_draft_step"  # sps: one k-curve per request bucket (R-C3)
+        model = fit_model(pts, effective.model, effective.x_name, per_bucket)
+        report: HeldoutReport | None = (heldout_error(pts, effective.model, effective.x_name, per_bucket)
+                                        if with_heldout else None)
+        grid: dict[int, set[int]] = {}
+        for p in pts:
+            grid.setdefault(p.bcap, set()).add(p.x)
+        meta = TableMetadata(
+            algorithm=compat.algorithm, mode=compat.mode, draft_width=compat.draft_width,
+            weights_fingerprint=compat.weights_fingerprint, quantization=compat.quantization, dtype=compat.dtype,
+            tp_size=compat.tp_size, dp_size=compat.dp_size, cp_size=compat.cp_size, unified=compat.unified,
+            device_type=compat.device_type,
+            created_at=created_at or _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            calibration=effective.to_config_dict(), request_buckets=sorted(grid),
+            kv_ranges=[tuple(r) for r in effective.kv_ranges],
+            grid={b: sorted(xs) for b, xs in sorted(grid.items())},
+            heldout=report.to_dict() if report else None)
+        return cls(model, meta, pts)
+
+    # ------------------------------------------------------------------ lookups
+    @property
+    def axis(self) -> str:
+        return self.metadata.axis
+
+    def covers(self, bcap: int, kv_len: int | None) -> bool:
+        """True if `bcap` was calibrated and `kv_len` (None: not checked) lies in a calibrated KV range.
+        Callers pass the longest KV length of the batch."""
+        if bcap not in self.metadata.request_buckets:
+            return False
+        return kv_len is None or any(lo <= kv_len <= hi for lo, hi in self.metadata.kv_ranges)
+
+    def cost_ms(self, bcap: int, x: int, kv_len: int | None = None) -> float | None:
+        """Whole-round cost in ms at (bcap, G or k), or None outside coverage -> admit full width (R-F7)."""
+        if not self.covers(bcap, kv_len):
+            return None
+        return self.model.cost_ms(bcap, x)
+
+    lookup = cost_ms
+
+    # ------------------------------------------------------------------ (de)serialisation
+    def to_dict(self) -> dict:
+        return {"format": TABLE_FORMAT, "metadata": self.metadata.model_dump(mode="json"),
+                "model": self.model.to_dict(), "points": [list(p) for p in self.points]}
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str | None = None) -> "CostTable":
+        where = f"cost table {source}" if source else "cost table"
+        if not isinstance(data, dict) or data.get("format") != TABLE_FORMAT:
+            raise CostTableError(f"{where}: not an adaspec cost table (missing \"format\": \"{TABLE_FORMAT}\"). "
+                                 f"Fix: pass a file written by {OUTPUT_FLAG}")
+        raw = data.get("metadata")
+        if not isinstance(raw, dict):
+            raise CostTableError(f"{where}: metadata: missing or not an object. Fix: pass a file written by {OUTPUT_FLAG}")
+        if "version" not in raw:  # legacy table: no version; without draft_width it was Draft7
+            raw = {**raw, "version": 1}
+            raw.setdefault("draft_width", LEGACY_DRAFT_WIDTH)
+        try:
+            meta = TableMetadata.model_validate(raw)
+        except ValidationError as e:
+            errs = "; ".join(f"metadata.{'.'.join(str(x) for x in err['loc'])}: {err['msg']}" for err in e.errors())
+            raise CostTableError(f"{where}: {errs}. Fix: recalibrate with {OUTPUT_FLAG}=NEW_FILE") from None
+        try:
+            model = model_from_dict(data.get("model"))
+            points = as_points(tuple(p) for p in data.get("points", []))
+        except (CostModelError, TypeError) as e:
+            raise CostTableError(f"{where}: {e}. Fix: recalibrate with {OUTPUT_FLAG}=NEW_FILE") from None
+        return cls(model, meta, points, source)
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write the table to a new file; never overwrites, never leaves a partial file (R-G1)."""
+        p = Path(path)
+        parent = p.parent
+        if not parent.is_dir():
+            raise CostTableError(f"{OUTPUT_FLAG}={p}: directory {str(parent)!r} does not exist. "
+                                 f"Fix: create it first (mkdir -p {parent}) or choose another {OUTPUT_FLAG}")
+        if p.exists() or p.is_symlink():
+            raise _exists_error(p)
+        data = (json.dumps(self.to_dict(), indent=1, allow_nan=False) + "\n").encode("utf-8")
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=parent)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            _publish(tmp, p)
+        finally:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+        _fsync_dir(parent)
+        return p
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, expected: TableCompat) -> "CostTable":
+        """Read a saved table and check it against this engine (R-G2, R-G3)."""
+        p = Path(path)
+        if expected.mode == "adaptive_draft_step":
+            raise CostTableError(f"{TABLE_FLAG}={p}: loading precomputed step cost models is not supported with "
+                                 "--enable_adaptive_draft_step (R-C3). Fix: drop the flag; every step count is "
+                                 "measured at start-up")
+        if not p.is_file():
+            raise CostTableError(f"{TABLE_FLAG}={p}: file does not exist. Fix: pass a table written by {OUTPUT_FLAG}, "
+                                 f"or drop {TABLE_FLAG} to calibrate at start-up")
+        try:
+            data = json.loads(p.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise CostTableError(f"{TABLE_FLAG}={p}: not valid JSON ({e}). Fix: pass a table written by "
+                                 f"{OUTPUT_FLAG}") from None
+        table = cls.from_dict(data, str(p))
+        mismatches = compatibility_mismatches(table.metadata, expected)
+        if mismatches:
+            lines = [f"{TABLE_FLAG}={p} does not match this engine:"]
+            for name, tv, ev in mismatches:
+                why, fix = _FIXES[name]
+                fmt = dict(table=_flag_value(tv), engine=_flag_value(ev), engine_flag=_flag_value(ev))
+                lines.append(f"  {name}: table {_show(tv)}, engine {_show(ev)} -- {why.format(**fmt)}; "
+                             f"fix: {fix.format(**fmt)}, {_RECALIBRATE}")
+            raise CostTableCompatibilityError("\n".join(lines), mismatches)
+        return table
+
+    # ------------------------------------------------------------------ reporting
+    def coverage_lines(self) -> list[str]:
+        m = self.metadata
+        lines = [f"coverage: request buckets {m.request_buckets}, KV ranges {[list(r) for r in m.kv_ranges]}, "
+                 f"cost model {self.model.kind} over Bcap x {m.x_name}"]
+        for b, xs in sorted(m.grid.items()):
+            lines.append(f"  Bcap {b}: measured {m.x_name} {list(xs)}")
+        if m.heldout and m.heldout.get("median_rel_error") is not None:
+            lines.append(f"held-out median relative error {100 * m.heldout['median_rel_error']:.1f}% over "
+                         f"{m.heldout.get('evaluated')} cells ({m.heldout.get('skipped_disconnected', 0)} + "
+                         f"{m.heldout.get('skipped_uncovered', 0)} skipped)")
+        return lines
+
+    def log_block(self, facts: EngineFacts | None = None, source: str | None = None) -> str:
+        """R-F7/R-G2 start-up block for a loaded table: source, saved calibration config, coverage."""
+        m = self.metadata
+        src = source or self.source or "(in memory)"
+        lines = [f"{m.algorithm} adaptive effective configuration",
+                 f"source: saved table {src} (created {m.created_at or 'unknown'}; sampling and fitting skipped, "
+                 "warm-up still ran)",
+                 "saved calibration configuration:", compact_json(m.calibration)]
+        lines += self.coverage_lines()
+        if facts is not None:
+            lines += facts.geometry_lines({b: tuple(x) for b, x in m.grid.items()}, m.x_name)
+            uncovered = [b for b in facts.request_buckets if b not in m.request_buckets]
+            if uncovered:
+                lines.append(f"prepared request buckets {uncovered} are not in the table: they run at full width")
+        lines.append(GREEDY_NOTE)
+        lines.append(FALLBACK_NOTE)
+        return "\n".join(lines)
+
+
+def _exists_error(p: Path) -> CostTableError:
+    return CostTableError(f"{OUTPUT_FLAG}={p}: file {str(p)!r} already exists and cost tables are never "
+                          f"overwritten. Fix: choose a new file name for {OUTPUT_FLAG} (or move the old table away)")
+
+
+def _publish(tmp: str, p: Path) -> None:
+    """Give the complete temporary file its final name, failing if that name exists."""
+    try:
+        os.link(tmp, p)
+        return
+    except FileExistsError:
+        raise _exists_error(p) from None
+    except OSError:
+        pass  # no hard links here (some FUSE/network file systems): claim the name, then rename over it
+    try:
+        fd = os.open(p, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except FileExistsError:
+        raise _exists_error(p) from None
+    os.close(fd)
+    try:
+        os.replace(tmp, p)
+    except BaseException:
+        os.unlink(p)
+        raise
+
+
+def _fsync_dir(d: Path) -> None:
+    try:
+        fd = os.open(d, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
