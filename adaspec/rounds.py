@@ -13,7 +13,14 @@ from dataclasses import dataclass, field
 @dataclass(frozen=True)
 class RoundPlan:
     num_steps: int  # draft tokens proposed per decoding request (MTP: k, DSpark: width w; 0 = none)
-    verify_lens: tuple[int, ...]  # per decoding request, in batch order: draft tokens the target verifies (<= num_steps)
+    # per decoding request, in batch order: draft tokens the target verifies (<= num_steps); with
+    # an adaptive admission these are only upper bounds (what each request may still emit)
+    verify_lens: tuple[int, ...]
+    # "fixed": verify_lens as given; "budget": the round's current path probabilities fill a
+    # padded row budget decided in advance (R-D4); "sync": greedy admission with early stop (R-D3a)
+    admission: str = "fixed"
+    row_budget: int | None = None  # padded target rows G for "budget"
+    round_id: int | None = None
 
     @staticmethod
     def plain(num_decoding: int) -> "RoundPlan":

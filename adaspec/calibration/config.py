@@ -530,7 +530,8 @@ class EffectiveCalibration:
                  compact_json(self.to_config_dict())]
         lines += self.facts.geometry_lines(self.grid, self.x_name)
         if self.mode == "adaptive_draft_step":
-            lines.append(f"every step count k = 1..{self.draft_width} is measured independently (R-C3)")
+            lines.append(f"every step count k = 0..{self.draft_width} is measured independently (R-C3; "
+                         "k = 0 is a plain round that only refreshes the draft)")
         lines.append(f"calibration: {self.num_points} points x {self.rounds_per_point} rounds "
                      f"({self.warmup_steps} warm-up + {self.windows_per_point} windows x {self.window_steps}); "
                      f"Bcap x dp_size {self.facts.dp_size} synthetic requests per point; worst-case progress "
@@ -721,7 +722,9 @@ def resolve_draft_step_config(cfg: DraftStepConfig | None, facts: EngineFacts,
     defaulted = ["calibration." + n for n in common.pop("defaulted")]
     if "policy" not in cfg.model_fields_set:
         defaulted.insert(0, "policy")
-    ks = tuple(range(1, k_max + 1))
+    # k = 0 (a plain round that only refreshes the draft) is measured too, so the controller can
+    # choose not to speculate when the table says speculation does not pay (issue 5)
+    ks = tuple(range(0, k_max + 1))
     grid = {b: ks for b in common["request_buckets"]}
     return EffectiveCalibration(mode="adaptive_draft_step", draft_width=k_max, grid=grid, facts=facts,
                                 policy=cfg.policy, defaulted=tuple(defaulted), **common)

@@ -82,8 +82,8 @@ def as_points(points: Iterable[PointLike]) -> tuple[CostPoint, ...]:
         if isinstance(bcap, bool) or isinstance(x, bool) or int(bcap) != bcap or int(x) != x:
             raise CostModelError(f"point {i}: bcap and x must be integers, got {p!r}")
         bcap, x, cost = int(bcap), int(x), float(cost)
-        if bcap < 1 or x < 1:
-            raise CostModelError(f"point {i}: bcap and x must be >= 1, got {p!r}")
+        if bcap < 1 or x < 0:  # x = 0: a draft-step round with no drafts
+            raise CostModelError(f"point {i}: bcap must be >= 1 and x >= 0, got {p!r}")
         if not math.isfinite(cost) or cost <= 0:
             raise CostModelError(f"point {i}: cost_s must be a finite positive number of seconds, got {p!r}")
         out.append(CostPoint(bcap, x, cost, None if kv is None else int(kv)))

@@ -88,7 +88,7 @@ class LLMEngine:
         self.max_model_len = config.max_model_len or min(limit, 2048)
         self.num_draft_tokens = config.num_draft_tokens
         # verify rows may run num_draft_tokens positions past the context limit before being cut
-        cache_len = self.max_model_len + self.num_draft_tokens + 1
+        self.cache_len = cache_len = self.max_model_len + self.num_draft_tokens + 1
         runner = ModelRunner(self.model, config.max_seqs_per_batch, cache_len, self.device)
         self.drafter = None
         if config.speculative and drafter is not None:
@@ -109,6 +109,19 @@ class LLMEngine:
         self.spec_stats = SpecStats()
         self.requests: dict[str, Request] = {}
         self._ids = itertools.count()
+        self.round_id = 0
+        self._executor = None
+        self._inflight = None  # (batch, plan, future) of the round running on the worker thread
+        self.control = None
+        if config.adaptive:
+            from ..models.loader import quantization, weights_fingerprint
+            from .control import AdaptiveControl
+
+            draft_fp = getattr(self.drafter, "fingerprint", None) or type(self.drafter).__name__
+            self.weights_fingerprint = f"{weights_fingerprint(self.model_dir)}+draft:{draft_fp}"
+            self.quantization = quantization(self.model_dir)
+            self.control = AdaptiveControl(self)
+            self.rounds.verify_controller = self.control.verify
 
     # ---- admission -------------------------------------------------------------------------
     def add_request(
@@ -133,6 +146,11 @@ class LLMEngine:
         reason = params.unsupported_reason(speculative=self.config.speculative)
         if reason:
             raise RequestError(reason)
+        if self.config.enable_unified_mtp_graph and params.temperature > 0:
+            raise RequestError(
+                f"temperature={params.temperature} is not supported with --enable_unified_mtp_graph=true, which "
+                "serves temperature 0 only (R-E3); send temperature 0 or restart with --enable_unified_mtp_graph=false"
+            )
         if isinstance(prompt, str):
             text, ids = prompt, self.tokenizer.encode(prompt)
         else:
@@ -166,22 +184,59 @@ class LLMEngine:
             self.scheduler.finish(req)
             self.rounds.release(request_id)
 
-    def has_unfinished(self) -> bool:
-        return self.scheduler.has_unfinished()
-
     # ---- one step ------------------------------------------------------------------------
     def step(self) -> list[RequestOutput]:
         """Run one round; returns the state of every request that produced a token (or finished)."""
+        if self.config.enable_schedule_overlap:
+            return self._step_overlapped()
+        launched = self._launch()
+        if launched is None:
+            return []
+        return self._outputs(self._collect(*launched))
+
+    def _launch(self, executor=None):
+        """Schedule and plan the next round; run it (or submit it to `executor`)."""
         batch = self.scheduler.schedule(rows_per_decode=1 + self.num_draft_tokens)
         if not batch:
-            return []
-        plan = self.plan(batch)
-        result = self.rounds.run(batch.chunks, plan)
+            return None
+        self.round_id += 1
+        plan = self.plan(batch, self.round_id)
+        if executor is None:
+            return batch, plan, self.rounds.run(batch.chunks, plan)
+        return batch, plan, executor.submit(self.rounds.run, batch.chunks, plan)
+
+    def _collect(self, batch: ScheduledBatch, plan: RoundPlan, result) -> list[Request]:
+        """Feedback (the normal result path, R-C4) and commit of a completed round."""
         self.spec_stats.observe(result.verify_lens, result.num_accepted)
+        if self.control is not None:
+            self.control.observe(result, plan.round_id)
         return self.commit(batch, result)
 
-    def plan(self, batch: ScheduledBatch) -> RoundPlan:
-        """How much each decoding request speculates this round (fixed width; controllers come later).
+    def _step_overlapped(self) -> list[RequestOutput]:
+        """Schedule overlap: round n runs on a worker thread while this thread turns round n-1's
+        tokens into outputs (detokenisation, stop strings) and returns them to the caller.
+
+        Round n is planned after round n-1 completed, but its controller sees only rounds <= n-2
+        (lag 2, enforced by the controllers' LaggedFeedback), as if it had been planned while
+        n-1 was still running (R-D4). Greedy output is identical to the synchronous engine.
+        """
+        if self._executor is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="adaspec-round")
+        updated: list[Request] = []
+        if self._inflight is not None:
+            batch, plan, future = self._inflight
+            self._inflight = None
+            updated = self._collect(batch, plan, future.result())
+        self._inflight = self._launch(self._executor)
+        return self._outputs(updated)
+
+    def has_unfinished(self) -> bool:
+        return self.scheduler.has_unfinished() or self._inflight is not None
+
+    def plan(self, batch: ScheduledBatch, round_id: int | None = None) -> RoundPlan:
+        """How much each decoding request speculates this round: fixed width, or the controller's.
 
         A request never verifies more draft tokens than it may still emit: tokens past max_tokens
         or the context limit would be thrown away, so verifying them is wasted work.
@@ -190,18 +245,24 @@ class LLMEngine:
         K = self.num_draft_tokens
         if not K:
             return RoundPlan.plain(len(decoding))
-        lens = tuple(
+        caps = tuple(
             max(0, min(K, r.params.max_tokens - len(r.output_token_ids) - 1, self.max_model_len - r.num_tokens - 1))
             for r in decoding
         )
-        return RoundPlan(K, lens)
+        if self.control is not None:
+            return self.control.plan(decoding, caps, round_id)
+        return RoundPlan(K, caps, round_id=round_id)
 
-    def commit(self, batch: ScheduledBatch, result) -> list[RequestOutput]:
-        """Advance cache lengths (rejected rows are dropped by not counting them) and append tokens."""
+    def commit(self, batch: ScheduledBatch, result) -> list[Request]:
+        """Advance cache lengths (rejected rows are dropped by not counting them) and append tokens.
+        Returns the requests that received tokens."""
         now = time.perf_counter()
-        updates = []
+        updated = []
         for chunk, tokens in zip(batch.chunks, result.new_tokens):
             req = chunk.request
+            if req.finished:  # aborted while its round was running
+                self.rounds.release(req.request_id)
+                continue
             # prefill: the chunk's rows; decode: t_n and the accepted drafts (the last token is new)
             req.num_computed += len(chunk.token_ids) if not chunk.is_decode else len(tokens)
             if not tokens:
@@ -211,8 +272,11 @@ class LLMEngine:
             self._append_tokens(req, tokens)
             if req.finished:
                 self.rounds.release(req.request_id)
-            updates.append(self._output(req))
-        return updates
+            updated.append(req)
+        return updated
+
+    def _outputs(self, requests: list[Request]) -> list[RequestOutput]:
+        return [self._output(r) for r in requests]
 
     # ---- commit and stopping ---------------------------------------------------------------
     def _append_tokens(self, req: Request, tokens: Iterable[int]) -> None:

@@ -34,8 +34,10 @@ class _Pending:
 
 
 class RoundRunner:
-    def __init__(self, runner: ModelRunner, drafter: Drafter | None, default_generator: torch.Generator):
+    def __init__(self, runner: ModelRunner, drafter: Drafter | None, default_generator: torch.Generator,
+                 verify_controller=None):
         self.runner, self.drafter = runner, drafter
+        self.verify_controller = verify_controller  # adaptive.verify_controller.VerifyController or None
         self.device = runner.device
         self.default_generator = default_generator
         self.pending: dict[str, _Pending] = {}
@@ -51,6 +53,8 @@ class RoundRunner:
         K = plan.num_steps if self.drafter is not None else 0
         lens = list(plan.verify_lens) if K else [0] * len(decoding)
         draft = self._draft(decoding, K) if self.drafter is not None and decoding else None
+        if K and decoding and plan.admission != "fixed":
+            lens = self._admit(draft, plan, lens, decoding)
 
         # Target input rows: prefill chunks as scheduled; decoding request b reads [t_n, d_1..d_Lb].
         rows, sample_rows, n_sampled, draft_dst, draft_src = [], [], [], [], []
@@ -123,6 +127,23 @@ class RoundRunner:
             row += q
             yi += n
         return RoundResult(new_tokens, lens, acc_host, s_host)
+
+    def _admit(self, draft: DraftOutput, plan: RoundPlan, caps: list[int], decoding) -> list[int]:
+        """Per-request verify lengths from the current round's scores (R-D1, R-D3, R-D4).
+
+        Scores only rank candidates: in "budget" mode the row count was fixed beforehand from
+        lagged feedback; in "sync" mode the early stop keeps admission non-anticipating. The
+        lengths are read back to lay out the ragged verify (free on CPU; the one extra sync on
+        CUDA, where a device-side layout would avoid it).
+        """
+        from ..adaptive.scoring import path_probabilities
+
+        P = path_probabilities(draft.scores)
+        caps_t = torch.tensor(caps, dtype=torch.long, device=self.device)
+        if plan.admission == "budget":
+            return self.verify_controller.allocate(P, plan.row_budget, caps_t).tolist()
+        kv_len = max(c.start for c in decoding)
+        return list(self.verify_controller.admit(P, round_id=plan.round_id, max_lens=caps, kv_len=kv_len))
 
     # ------------------------------------------------------------------------------------
     def _features(self, out, start: int, n: int) -> torch.Tensor:

@@ -298,10 +298,11 @@ def test_contexts_must_not_overlap():
 # ----------------------------------------------------------------------------- draft step (R-C5)
 
 def test_draft_step_defaults_measure_every_k():
-    """R-C3/R-C5: policy 20/5/0.05; every k = 1..k_max at every request bucket; progress uses k_max + 1."""
+    """R-C3/R-C5: policy 20/5/0.05; every k = 0..k_max at every request bucket (k = 0: plain round,
+    so the controller can stop speculating); progress uses k_max + 1."""
     e = resolve_draft_step_config(None, facts(w=3))
     assert e.mode == "adaptive_draft_step" and e.axis == "k"
-    assert e.grid == {b: (1, 2, 3) for b in BUCKETS}
+    assert e.grid == {b: (0, 1, 2, 3) for b in BUCKETS}
     assert (e.policy.window_size, e.policy.update_interval, e.policy.switch_min_gain) == (20, 5, 0.05)
     assert e.worst_case_progress == (8 + 96 + 2) * 4
     cfg = e.to_config_dict()

@@ -266,12 +266,12 @@ def test_lookups_outside_coverage_return_none(table):
 
 
 def test_draft_step_table_is_keyed_by_k(tmp_path):
-    """R-C3: one table type serves adaptive draft step, keyed by (Bcap, k)."""
+    """R-C3: one table type serves adaptive draft step, keyed by (Bcap, k), k = 0 included."""
     f = facts(w=3)
     eff = resolve_draft_step_config(None, f)
     compat = dataclasses.replace(COMPAT, algorithm="MTP", draft_width=3, mode="adaptive_draft_step")
     t = CostTable.build(timings(eff.grid, noise=0.0), eff, compat)
-    assert t.axis == "k" and t.metadata.grid == {b: [1, 2, 3] for b in BUCKETS}
+    assert t.axis == "k" and t.metadata.grid == {b: [0, 1, 2, 3] for b in BUCKETS}
     assert t.cost_ms(2, 3, 100) == pytest.approx(1000 * (0.004 + 0.002 + 0.0009), rel=1e-6)
     assert t.metadata.calibration["policy"]["window_size"] == 20
     assert t.log_block().splitlines()[0] == "MTP adaptive effective configuration"

@@ -1,0 +1,151 @@
+"""Adaptive control for one engine: prepared geometry, warm-up, the cost table, the controllers.
+
+Built only when `--enable_adaptive_draft_step` or `--enable_adaptive_target_verify` is on (R-E5:
+the static path does no warm-up, calibration or profiling). Start-up order (R-F2): prepare the
+geometry, warm every prepared shape (R-E4), then either load a saved table (R-G2) or resolve the
+calibration config, log the effective configuration (R-F7), drive real rounds with synthetic
+requests, fit, optionally save (R-G1), and install the immutable table in the controllers before
+the engine reports ready.
+
+Per round the engine asks `plan()` for a RoundPlan and hands every completed result to
+`observe()`. The lag between them is explicit: 1 for the synchronous engine, 2 with schedule
+overlap (round n is planned while round n-1 runs, so it can only see rounds <= n-2).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from ..adaptive.step_controller import DraftStepController, StepPolicy
+from ..adaptive.verify_controller import VerifyController
+from ..calibration.config import (
+    EngineFacts,
+    load_draft_step_config,
+    load_verify_calibration,
+    resolve_draft_step_config,
+    resolve_verify_calibration,
+)
+from ..calibration.cost_table import CostTable, TableCompat
+from ..rounds import RoundPlan
+from ..runner.buckets import PreparedGeometry, default_request_buckets
+from .calibrate import measure, rows_plan, steps_plan, warm_up
+
+
+def _log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+class AdaptiveControl:
+    def __init__(self, engine, log=_log, progress: bool = True):
+        cfg = engine.config
+        self.engine, self.log = engine, log
+        self.width = engine.num_draft_tokens
+        self.algorithm = cfg.speculative_algorithm
+        self.mode = "adaptive_draft_step" if cfg.enable_adaptive_draft_step else "adaptive_target_verify"
+        self.lag = 2 if cfg.enable_schedule_overlap else 1
+        buckets = list(cfg.graph_decode_batch_sizes or default_request_buckets(cfg.max_seqs_per_batch))
+        self.geometry = PreparedGeometry.build(buckets, self.width, unified=cfg.enable_unified_mtp_graph)
+        self.facts = EngineFacts.from_geometry(
+            self.geometry, model_context_limit=engine.max_model_len, kv_capacity_per_slot=engine.cache_len,
+            dp_size=cfg.dp_size)
+        self.compat = TableCompat(
+            algorithm=self.algorithm, draft_width=self.width, weights_fingerprint=engine.weights_fingerprint,
+            dtype=str(engine.dtype).removeprefix("torch."), device_type=engine.device.type,
+            quantization=engine.quantization, tp_size=cfg.tp_size, dp_size=cfg.dp_size, cp_size=cfg.cp_size,
+            unified=cfg.enable_unified_mtp_graph, mode=self.mode)
+
+        t0 = time.perf_counter()
+        shapes = self._warmup_shapes()
+        n = warm_up(engine, shapes)
+        self.log(f"[adaspec] warm-up: {n} prepared shapes in {time.perf_counter() - t0:.1f} s")
+        self.table = self._load_or_calibrate(cfg, progress)
+        self.calibration_seconds = time.perf_counter() - t0
+        self.step: DraftStepController | None = None
+        self.verify: VerifyController | None = None
+        if self.mode == "adaptive_draft_step":
+            policy = self.table.metadata.calibration.get("policy") or {}
+            self.step = DraftStepController(
+                self.width, StepPolicy(**policy) if policy else StepPolicy(), self.table.cost_ms,
+                self.geometry.pad_requests, lag=self.lag, covers=self.table.covers)
+        else:
+            self.verify = VerifyController(
+                self.width, self.table.cost_ms, self.geometry.pad_requests, dict(self.geometry.target_rows),
+                self.geometry.pad_rows, mode="async" if cfg.enable_schedule_overlap else "sync", lag=self.lag,
+                covers=self.table.covers)
+
+    # ---- start-up ------------------------------------------------------------------------------
+    def _warmup_shapes(self):
+        g = self.geometry
+        if self.mode == "adaptive_draft_step":
+            return [(b, steps_plan(b, k)) for b in g.request_buckets for k in range(0, self.width + 1)]
+        return [(b, rows_plan(b, rows, self.width)) for b in g.request_buckets for rows in g.target_rows[b]]
+
+    def _load_or_calibrate(self, cfg, progress: bool) -> CostTable:
+        if cfg.adaptive_target_verify_cost_table:
+            table = CostTable.load(cfg.adaptive_target_verify_cost_table, self.compat)
+            self.log(table.log_block(self.facts, source=f"saved table {cfg.adaptive_target_verify_cost_table}"))
+            return table
+        if self.mode == "adaptive_draft_step":
+            path = cfg.adaptive_draft_step_config
+            eff = resolve_draft_step_config(load_draft_step_config(path) if path else None, self.facts,
+                                            source=f"--adaptive_draft_step_config={path}" if path else None)
+        else:
+            path = cfg.adaptive_target_verify_calibration
+            eff = resolve_verify_calibration(load_verify_calibration(path) if path else None, self.facts,
+                                             source=f"--adaptive_target_verify_calibration={path}" if path else None)
+        self.log(eff.log_block(self.algorithm, f"file {path}" if path else "built-in"))
+        self.effective = eff
+        bar = None
+        if progress:
+            from tqdm import tqdm
+
+            bar = tqdm(total=eff.num_points, desc=f"{self.algorithm} calibration", unit="point", file=sys.stderr)
+        if self.mode == "adaptive_draft_step":
+            make_plan, growth = steps_plan, (lambda b, k: k + 1)
+        else:
+            make_plan = lambda b, rows: rows_plan(b, rows, self.width)  # noqa: E731
+            growth = lambda b, rows: self.width + 1  # noqa: E731 - worst case: every row accepted
+        t0 = time.perf_counter()
+        points = measure(self.engine, {b: list(eff.grid[b]) for b in eff.request_buckets}, make_plan,
+                         eff.context_tuples(), eff.warmup_steps, eff.window_steps, eff.windows_per_point,
+                         eff.token_seed, growth, progress=bar, requests_per_bucket=eff.synthetic_requests)
+        if bar is not None:
+            bar.close()
+        table = CostTable.build(points, eff, self.compat)
+        self.log(f"[adaspec] calibration: {len(points)} windows over {eff.num_points} points in "
+                 f"{time.perf_counter() - t0:.1f} s")
+        if table.metadata.heldout:
+            self.log(f"[adaspec] held-out cost error: {table.metadata.heldout}")
+        out = cfg.adaptive_target_verify_cost_table_output
+        if out:
+            table.save(out)
+            self.log(f"[adaspec] cost table written to {out}")
+        return table
+
+    # ---- per round -----------------------------------------------------------------------------
+    def plan(self, decoding, caps: tuple[int, ...], round_id: int) -> RoundPlan:
+        """decoding: the batch's decoding requests; caps: per request, draft tokens it may still emit."""
+        if not decoding:
+            return RoundPlan(0 if self.step else self.width, (), round_id=round_id)
+        B = len(decoding)
+        kv_len = max(r.num_computed for r in decoding)
+        if self.step is not None:
+            k = self.step.plan(B, round_id=round_id, kv_len=kv_len)
+            return RoundPlan(k, tuple(min(k, c) for c in caps), round_id=round_id)
+        if self.verify.mode == "async":
+            G = self.verify.plan_budget(B, round_id=round_id, max_lens=list(caps), kv_len=kv_len)
+            return RoundPlan(self.width, caps, "budget", G, round_id)
+        return RoundPlan(self.width, caps, "sync", round_id=round_id)
+
+    def observe(self, result, round_id: int) -> None:
+        """A completed round's result, as the normal result path delivered it (R-C4)."""
+        if self.step is not None:
+            self.step.observe(result.verify_lens, result.num_accepted, round_id=round_id)
+        elif result.draft_scores:
+            self.verify.observe(result.draft_scores, round_id=round_id)
+
+    def summary(self) -> dict:
+        if self.step is not None:
+            return {"chosen_k": dict(sorted(self.step.k_histogram.items()))}
+        return {"chosen_G": dict(sorted(self.verify.g_histogram.items()))}

@@ -1,0 +1,121 @@
+"""Adaptive modes end to end in the engine, on a tiny target with a replay drafter.
+
+- R-B2 / issue 5: greedy output equals plain greedy for adaptive draft step, adaptive verify
+  sync and async, with and without schedule overlap, with staggered arrivals.
+- R-F2 / R-F7: start-up calibration drives real rounds, logs the effective configuration, and
+  installs a table; R-G1 / R-G2: a saved table lets the next start skip sampling.
+- R-E3: temperature > 0 under the unified layout is refused before execution.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from adaspec.engine.llm_engine import LLM, RequestError
+from adaspec.sampling_params import SamplingParams
+from replay_drafter import ReplayDrafter
+
+PROMPTS = ["Hello there", "a", "The quick brown fox jumps", "1 2 3 4 5 6 7 8 9 10 11 12", "xyz xyz", "Q?"]
+CAL = {"request_buckets": [1, 2, 4], "contexts": [{"prefill_tokens": 8, "min_kv_length": 1, "max_kv_length": 300}],
+       "warmup_steps": 1, "window_steps": 2, "windows_per_point": 1, "token_seed": 3}
+
+
+@pytest.fixture(scope="module")
+def plain(tiny_llama_dir):
+    llm = LLM(str(tiny_llama_dir), max_seqs_per_batch=4, max_num_batched_tokens=32, max_model_len=320)
+    params = [SamplingParams(temperature=0, max_tokens=5 + 3 * i, ignore_eos=True) for i in range(len(PROMPTS))]
+    return params, llm.generate(PROMPTS, params)
+
+
+@pytest.fixture(scope="module")
+def cal_files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("cal")
+    verify = d / "verify.json"
+    verify.write_text(json.dumps(CAL))
+    step = d / "step.json"
+    step.write_text(json.dumps({"version": 1, "policy": {"window_size": 4, "update_interval": 2},
+                                "calibration": {k: v for k, v in CAL.items()}}))
+    return verify, step
+
+
+def _engine(tiny_llama_dir, references, **flags):
+    return LLM(str(tiny_llama_dir), drafter=ReplayDrafter(references, max_steps=7), max_seqs_per_batch=4,
+               max_num_batched_tokens=32, max_model_len=320, graph_decode_batch_sizes=(1, 2, 4), **flags)
+
+
+MODES = {
+    "draft_step": dict(speculative_algorithm="MTP", num_speculative_tokens=3, enable_adaptive_draft_step=True),
+    "draft_step_overlap": dict(speculative_algorithm="MTP", num_speculative_tokens=3, enable_adaptive_draft_step=True,
+                               enable_schedule_overlap=True),
+    "verify_sync": dict(speculative_algorithm="DSpark", num_speculative_tokens=5, enable_adaptive_target_verify=True),
+    "verify_async": dict(speculative_algorithm="DSpark", num_speculative_tokens=7, enable_adaptive_target_verify=True,
+                         enable_schedule_overlap=True),
+    "mtp_verify_async": dict(speculative_algorithm="MTP", num_speculative_tokens=5, enable_adaptive_target_verify=True,
+                             enable_schedule_overlap=True),
+}
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_adaptive_greedy_equals_plain_with_staggered_arrivals(tiny_llama_dir, plain, cal_files, mode, capsys):
+    params, ref = plain
+    flags = dict(MODES[mode])
+    if flags.get("enable_adaptive_draft_step"):
+        flags["adaptive_draft_step_config"] = str(cal_files[1])
+    else:
+        flags["adaptive_target_verify_calibration"] = str(cal_files[0])
+    llm = _engine(tiny_llama_dir, [o.prompt_token_ids + o.token_ids for o in ref], **flags)
+    err = capsys.readouterr().err
+    assert f"{flags['speculative_algorithm']} adaptive effective configuration" in err  # R-F7
+    assert "greedy" in err  # the table excludes random-sampling cost, and says so (R-F2)
+    eng = llm.engine
+    ids, done, step, queue = {}, {}, 0, list(range(len(PROMPTS)))
+    while queue or eng.has_unfinished():
+        if queue and step % 2 == 0:
+            i = queue.pop(0)
+            ids[eng.add_request(PROMPTS[i], params[i])] = i
+        for out in eng.step():
+            if out.finished:
+                done[ids[out.request_id]] = out
+        step += 1
+    for i, r in enumerate(ref):
+        assert done[i].token_ids == r.token_ids, (mode, i)
+    summary = eng.control.summary()
+    assert sum(next(iter(summary.values())).values()) > 0  # the controller made decisions
+
+
+def test_saved_table_skips_calibration(tiny_llama_dir, plain, cal_files, tmp_path, capsys):
+    params, ref = plain
+    refs = [o.prompt_token_ids + o.token_ids for o in ref]
+    out = tmp_path / "dspark-costs.json"
+    flags = dict(MODES["verify_sync"], adaptive_target_verify_calibration=str(cal_files[0]),
+                 adaptive_target_verify_cost_table_output=str(out))
+    _engine(tiny_llama_dir, refs, **flags)
+    assert out.exists()
+    capsys.readouterr()
+    import adaspec.engine.control as control
+
+    calls = []
+    real = control.measure
+    control.measure = lambda *a, **k: calls.append(1) or real(*a, **k)
+    try:
+        llm = _engine(tiny_llama_dir, refs, **MODES["verify_sync"], adaptive_target_verify_cost_table=str(out))
+    finally:
+        control.measure = real
+    assert not calls  # loading a table skips sampling and fitting (warm-up still runs)
+    err = capsys.readouterr().err
+    assert "warm-up" in err and "saved table" in err
+    outs = llm.generate(PROMPTS[:3], params[:3])
+    assert [o.token_ids for o in outs] == [r.token_ids for r in ref[:3]]
+    with pytest.raises(Exception, match="exist"):  # never overwrite (R-G1)
+        _engine(tiny_llama_dir, refs, **flags)
+
+
+def test_unified_refuses_random_requests_before_execution(tiny_llama_dir, cal_files):
+    llm = _engine(tiny_llama_dir, [], **MODES["verify_sync"], enable_unified_mtp_graph=True,
+                  adaptive_target_verify_calibration=str(cal_files[0]))
+    with pytest.raises(RequestError, match="temperature"):
+        llm.generate(["hi"], SamplingParams(temperature=0.7))
+    assert not llm.engine.has_unfinished()
+    assert llm.generate(["hi"], SamplingParams(temperature=0, max_tokens=2))[0].finish_reason is not None
