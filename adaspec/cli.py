@@ -124,6 +124,22 @@ def build_parser() -> ArgumentParser:
     _add_bool(gen, "chat", True, "wrap each prompt in the model's chat template")
     _add_bool(gen, "json", False, "print one JSON object (outputs and stats) and nothing else on stdout")
     add_engine_flags(gen)
+
+    cal = sub.add_parser("calibrate", help="run start-up calibration only: print the cost table, plot the fit",
+                         description="Warm up and calibrate exactly as serving would (same flags), then print the "
+                                     "fitted cost table and write a PNG of measured points vs the model per Bcap. "
+                                     "Needs --enable_adaptive_target_verify=true or --enable_adaptive_draft_step=true.",
+                         allow_abbrev=False)
+    cal.add_argument("--plot", default="calibration.png", metavar="FILE",
+                     help="PNG of measured points vs the fitted model (default calibration.png; empty = no plot)")
+    add_engine_flags(cal)
+
+    train = sub.add_parser("train-draft", help="train an MTP or DSpark draft for a target model (R-B6)",
+                           description="Distil an MTP or DSpark draft from the target's own continuations.",
+                           allow_abbrev=False)
+    from .training.cli import add_train_flags
+
+    add_train_flags(train)
     return parser
 
 
@@ -173,6 +189,10 @@ def cmd_generate(args: argparse.Namespace) -> int:
     elapsed = time.perf_counter() - t0
     n_out = sum(len(o.token_ids) for o in outputs)
     stats = {"output_tokens": n_out, "elapsed_s": round(elapsed, 4), "tokens_per_s": round(n_out / elapsed, 3)}
+    if llm.engine.config.speculative:
+        stats.update(llm.engine.spec_stats.summary())
+    if llm.engine.control is not None:
+        stats.update(llm.engine.control.summary())
     if args.json:
         print(json.dumps({
             "outputs": [{"prompt": p, "token_ids": o.token_ids, "text": o.text, "finish_reason": o.finish_reason}
@@ -186,12 +206,44 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from .engine.llm_engine import LLMEngine
+
+    config = engine_config(args)
+    if not config.adaptive:
+        raise ConfigError("calibrate needs --enable_adaptive_target_verify=true or --enable_adaptive_draft_step=true "
+                          "(with --speculative_algorithm=MTP or DSpark)")
+    engine = LLMEngine(config)
+    table = engine.control.table
+    print(json.dumps({"source": table.source or "calibrated now",
+                      "calibration_seconds": round(engine.control.calibration_seconds, 2),
+                      "metadata": table.metadata.model_dump(mode="json", exclude={"calibration"}),
+                      "model": table.model.to_dict()}, indent=1))
+    for line in table.coverage_lines():
+        print(line)
+    if args.plot:
+        from .calibration.plot import plot_fit
+
+        print(f"plot written to {plot_fit(table, args.plot)}")
+    return 0
+
+
+def cmd_train_draft(args: argparse.Namespace) -> int:
+    from .training.cli import run_train
+
+    run_train(args)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    from .calibration.config import CalibrationConfigError
+    from .calibration.cost_table import CostTableError
+
     try:
-        return {"generate": cmd_generate}[args.command](args)
-    except ConfigError as e:
+        return {"generate": cmd_generate, "calibrate": cmd_calibrate, "train-draft": cmd_train_draft}[args.command](args)
+    except (ConfigError, CalibrationConfigError, CostTableError) as e:
         print(f"adaspec {args.command}: error: {e}", file=sys.stderr)
         return 2
 
