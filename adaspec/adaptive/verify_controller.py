@@ -48,7 +48,8 @@ the batch's longest KV length) makes the round fall back to full width, and the 
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from ..geometry import first_covering, unified_row_buckets
+
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
@@ -96,25 +97,10 @@ def rank_order(P: np.ndarray, max_lens=None) -> list[tuple[int, int]]:
     return [(int(b_idx[i]), int(j_idx[i])) for i in order]
 
 
-def first_covering(buckets: Sequence[int], value: int) -> int | None:
-    buckets = sorted(buckets)
-    i = bisect_left(buckets, value)
-    return buckets[i] if i < len(buckets) else None
+# One definition of the bucket rules for the whole code base (R-F6)
+unified_buckets = unified_row_buckets
 
 
-def unified_buckets(B: int, w: int, prepared: Sequence[int]) -> list[int]:
-    """R-F6: the first prepared bucket covering B, 2B, 4B and B(w+1), deduplicated, ascending
-    (w = 5, B = 8 -> 8, 16, 32, 48 when prepared). Targets above every prepared bucket are skipped
-    (same rule as runner.buckets.unified_row_buckets, which this package may not import)."""
-    out: list[int] = []
-    for want in (B, 2 * B, 4 * B, B * (w + 1)):
-        g = first_covering(prepared, want)
-        if g is not None and g not in out:
-            out.append(g)
-    return sorted(out)
-
-
-# ---- (a) synchronous admission ---------------------------------------------------------------
 @dataclass(frozen=True)
 class AdmissionDecision:
     verify_lens: list[int]  # [B] drafts each request verifies (a prefix of its w candidates)

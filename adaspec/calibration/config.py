@@ -18,6 +18,8 @@ file), the field as a JSON path (`contexts[1].max_kv_length`) and the fix.
 
 from __future__ import annotations
 
+from ..geometry import unified_row_buckets
+
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -403,7 +405,7 @@ class EngineFacts:
     @classmethod
     def from_geometry(cls, geometry, *, model_context_limit: int, kv_capacity_per_slot: int,
                       dp_size: int = 1, num_speculative_tokens: int | None = None) -> "EngineFacts":
-        """From an object with `request_buckets`, `target_rows`, `width`, `unified` (runner.buckets.PreparedGeometry)."""
+        """From an object with `request_buckets`, `target_rows`, `width`, `unified` (adaspec.geometry.PreparedGeometry)."""
         return cls(num_speculative_tokens or geometry.width, tuple(geometry.request_buckets), model_context_limit,
                    kv_capacity_per_slot, dict(geometry.target_rows), dp_size, bool(geometry.unified))
 
@@ -730,15 +732,7 @@ def resolve_draft_step_config(cfg: DraftStepConfig | None, facts: EngineFacts,
                                 policy=cfg.policy, defaulted=tuple(defaulted), **common)
 
 
-def unified_bindings(request_count: int, draft_width: int, prepared_rows: Iterable[int]) -> tuple[int, ...]:
-    """R-F6: the first prepared target bucket covering B, 2B, 4B and B*(w+1), deduplicated, in order."""
-    rows = sorted(set(prepared_rows))
-    out: list[int] = []
-    for want in (request_count, 2 * request_count, 4 * request_count, request_count * (draft_width + 1)):
-        g = next((r for r in rows if r >= want), None)
-        if g is not None and g not in out:
-            out.append(g)
-    return tuple(out)
+unified_bindings = unified_row_buckets  # R-F6, defined once in adaspec/geometry.py
 
 
 __all__ = [

@@ -28,7 +28,7 @@ from ..calibration.config import (
 )
 from ..calibration.cost_table import CostTable, TableCompat
 from ..rounds import RoundPlan
-from ..runner.buckets import PreparedGeometry, default_request_buckets
+from ..geometry import PreparedGeometry, default_request_buckets
 from .calibrate import measure, rows_plan, steps_plan, warm_up
 
 

@@ -156,11 +156,11 @@ def test_allocate_in_budget_has_no_host_sync():
 def test_unified_buckets():
     """R-F6: first prepared buckets covering B, 2B, 4B, B(w+1)."""
     prepared = [1, 2, 4, 8, 16, 24, 32, 40, 48, 64]
-    assert unified_buckets(8, 5, prepared) == [8, 16, 32, 48]
-    assert unified_buckets(8, 7, prepared) == [8, 16, 32, 64]
-    assert unified_buckets(1, 5, prepared) == [1, 2, 4, 8]
-    assert unified_buckets(8, 5, [8, 64]) == [8, 64]
-    assert unified_buckets(16, 5, [16, 32]) == [16, 32]  # 4B and B(w+1) not prepared
+    assert unified_buckets(8, 5, prepared) == (8, 16, 32, 48)
+    assert unified_buckets(8, 7, prepared) == (8, 16, 32, 64)
+    assert unified_buckets(1, 5, prepared) == (1, 2, 4, 8)
+    assert unified_buckets(8, 5, [8, 64]) == (8, 64)
+    assert unified_buckets(16, 5, [16, 32]) == (16, 32)  # 4B and B(w+1) not prepared
 
 
 def test_verify_controller_uses_only_lagged_rounds():

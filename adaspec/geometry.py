@@ -1,4 +1,4 @@
-"""Prepared geometry: the request buckets `Bcap` and target-row buckets `G` warmed at start-up.
+"""Prepared geometry (pure data, imported by calibration, adaptive, runner and engine): the request buckets `Bcap` and target-row buckets `G` warmed at start-up.
 
 On CUDA these would be the shapes captured as graphs; on CPU there is no capture, so "prepared"
 means warmed shapes that the cost model is calibrated on. A round is costed at the first prepared
@@ -35,19 +35,22 @@ def split_row_ladder(bcap: int, width: int) -> list[int]:
     return rows
 
 
-def first_covering(buckets: list[int], value: int) -> int | None:
+def first_covering(buckets, value: int) -> int | None:
+    """The smallest bucket >= value, or None."""
+    buckets = sorted(buckets)
     i = bisect_left(buckets, value)
     return buckets[i] if i < len(buckets) else None
 
 
-def unified_row_buckets(b: int, width: int, prepared: list[int]) -> list[int]:
+def unified_row_buckets(b: int, width: int, prepared) -> tuple[int, ...]:
     """R-F6: the first prepared buckets covering B, 2B, 4B and B(w+1) (deduplicated, in order)."""
-    out = []
+    prepared = sorted(set(prepared))
+    out: list[int] = []
     for want in (b, 2 * b, 4 * b, b * (width + 1)):
         g = first_covering(prepared, want)
         if g is not None and g not in out:
             out.append(g)
-    return out
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -62,7 +65,7 @@ class PreparedGeometry:
         request_buckets = sorted(set(request_buckets))
         if unified:
             ladder = sorted({g for b in request_buckets for g in (b, 2 * b, 4 * b, b * (width + 1))})
-            rows = {b: tuple(unified_row_buckets(b, width, ladder)) for b in request_buckets}
+            rows = {b: unified_row_buckets(b, width, ladder) for b in request_buckets}
         else:
             rows = {b: tuple(split_row_ladder(b, width)) for b in request_buckets}
         return cls(tuple(request_buckets), rows, width, unified)
