@@ -119,3 +119,23 @@ def test_unified_refuses_random_requests_before_execution(tiny_llama_dir, cal_fi
         llm.generate(["hi"], SamplingParams(temperature=0.7))
     assert not llm.engine.has_unfinished()
     assert llm.generate(["hi"], SamplingParams(temperature=0, max_tokens=2))[0].finish_reason is not None
+
+
+@pytest.mark.parametrize("mode", ["verify_sync", "verify_async", "draft_step"])
+def test_mixed_greedy_and_random_batch(tiny_llama_dir, plain, cal_files, mode):
+    """R-B3: greedy and random requests share adaptive rounds; greedy ones stay exact."""
+    params, ref = plain
+    flags = dict(MODES[mode])
+    if flags.get("enable_adaptive_draft_step"):
+        flags["adaptive_draft_step_config"] = str(cal_files[1])
+    else:
+        flags["adaptive_target_verify_calibration"] = str(cal_files[0])
+    llm = _engine(tiny_llama_dir, [o.prompt_token_ids + o.token_ids for o in ref], **flags)
+    random = SamplingParams(temperature=0.8, top_k=20, top_p=0.9, min_p=0.02, max_tokens=10, ignore_eos=True)
+    mixed = [params[i] if i % 2 == 0 else random for i in range(len(PROMPTS))]
+    outs = llm.generate(PROMPTS, mixed)
+    for i, o in enumerate(outs):
+        if i % 2 == 0:
+            assert o.token_ids == ref[i].token_ids
+        else:
+            assert len(o.token_ids) == 10 and o.finish_reason == "length"
