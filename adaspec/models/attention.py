@@ -5,7 +5,9 @@ positions `start_b .. start_b + q_b - 1`. Projections and MLPs run on the flat r
 where the cost is). Only attention groups rows by request: queries are scattered into a
 `[B, q_max]` grid (a no-op reshape when every request brings the same number of rows, as in plain
 decode) and attend to their slot's cache up to the longest context of the batch, with a mask that
-hides each request's future and anything past its own length.
+hides each request's future and anything past its own length. Requests of very different row
+counts (a prefill chunk beside decode rows) attend in separate groups, so nobody is padded to a
+long chunk.
 """
 
 from __future__ import annotations
@@ -17,18 +19,33 @@ import torch.nn.functional as F
 
 
 @dataclass
+class AttentionGroup:
+    """Requests whose new rows are attended together in one padded [B, q_max] grid."""
+
+    rows: torch.Tensor | None  # [Tg] int64 flat rows of this group, in order; None = all rows
+    slots: torch.Tensor  # [B] int64, cache slot of each request
+    slot_range: tuple[int, int] | None  # (first, stop) when slots are consecutive: cache view, no gather
+    pad_index: torch.Tensor | None  # [Tg] int64 into the [B * q_max] grid; None when dense
+    mask: torch.Tensor | None  # [B, 1, q_max, L] bool, True = may attend; None = no masking needed
+    num_requests: int
+    q_max: int
+    ctx_len: int  # L: keys 0..L-1 are read
+
+
+@dataclass
 class RaggedLayout:
     """How the flat rows of one forward map onto request slots. Built once, used by every layer."""
 
     row_slot: torch.Tensor  # [T] int64, cache slot of each flat row
     row_pos: torch.Tensor  # [T] int64, absolute position of each flat row
-    slots: torch.Tensor  # [B] int64, cache slot of each request
-    slot_range: tuple[int, int] | None  # (first, stop) when slots are consecutive: cache view, no gather
-    pad_index: torch.Tensor | None  # [T] int64 into the [B * q_max] grid; None when dense
-    mask: torch.Tensor | None  # [B, 1, q_max, L] bool, True = may attend; None = no masking needed
-    num_requests: int
-    q_max: int
-    ctx_len: int  # L: keys 0..L-1 are read
+    groups: list[AttentionGroup]
+
+
+def _group_key(q: int) -> int:
+    """Requests are padded only up to others of similar length: decode rows (1), short verify
+    blocks, and long prefill chunks never share a grid (a 1-row request padded to a 512-row
+    prefill chunk would cost 512x its attention)."""
+    return 1 if q == 1 else 1 << (q - 1).bit_length()
 
 
 def build_layout(
@@ -43,18 +60,31 @@ def build_layout(
         raise ValueError("build_layout needs one slot, start and q_len per request (at least one)")
     if min(q_lens) < 1:
         raise ValueError("every request in a forward brings at least one row")
-    num_req, q_max = len(slots), max(q_lens)
-    ctx_len = max(s + q for s, q in zip(starts, q_lens))
-    row_slot, row_pos, pad_index = [], [], []
-    for b, (slot, start, q) in enumerate(zip(slots, starts, q_lens)):
+    as_long = lambda xs: torch.tensor(xs, dtype=torch.long, device=device)  # noqa: E731
+    row_slot, row_pos, offsets = [], [], []
+    for slot, start, q in zip(slots, starts, q_lens):
+        offsets.append(len(row_pos))
         row_slot += [slot] * q
         row_pos += range(start, start + q)
-        pad_index += range(b * q_max, b * q_max + q)
+    members: dict[int, list[int]] = {}
+    for b, q in enumerate(q_lens):
+        members.setdefault(_group_key(q), []).append(b)
+    single = len(members) == 1
+    groups = []
+    for bs in members.values():
+        rows = None if single else as_long([offsets[b] + i for b in bs for i in range(q_lens[b])])
+        groups.append(_group([slots[b] for b in bs], [starts[b] for b in bs], [q_lens[b] for b in bs],
+                             rows, device, sliding_window))
+    return RaggedLayout(row_slot=as_long(row_slot), row_pos=as_long(row_pos), groups=groups)
+
+
+def _group(slots, starts, q_lens, rows, device, sliding_window) -> AttentionGroup:
+    num_req, q_max = len(slots), max(q_lens)
+    ctx_len = max(s + q for s, q in zip(starts, q_lens))
+    pad_index = [i for b, q in enumerate(q_lens) for i in range(b * q_max, b * q_max + q)]
     dense = all(q == q_max for q in q_lens)
     ordered = sorted(slots)
     consecutive = slots == ordered and ordered[-1] - ordered[0] == num_req - 1
-
-    as_long = lambda xs: torch.tensor(xs, dtype=torch.long, device=device)  # noqa: E731
     mask = None
     single_row_at_end = num_req == 1 and q_max == 1
     if not single_row_at_end or sliding_window is not None:
@@ -68,12 +98,11 @@ def build_layout(
         # padding rows see key 0 only: a fully masked row would turn into NaN inside softmax
         allowed[:, :, 0] |= qpos < 0
         mask = allowed[:, None].to(device)
-    return RaggedLayout(
-        row_slot=as_long(row_slot),
-        row_pos=as_long(row_pos),
-        slots=as_long(slots),
+    return AttentionGroup(
+        rows=rows,
+        slots=torch.tensor(slots, dtype=torch.long, device=device),
         slot_range=(ordered[0], ordered[-1] + 1) if consecutive else None,
-        pad_index=None if dense else as_long(pad_index),
+        pad_index=None if dense else torch.tensor(pad_index, dtype=torch.long, device=device),
         mask=mask,
         num_requests=num_req,
         q_max=q_max,
@@ -91,22 +120,31 @@ def ragged_attention(
 ) -> torch.Tensor:  # [T, H * D]
     cache_k[layout.row_slot, :, layout.row_pos] = k
     cache_v[layout.row_slot, :, layout.row_pos] = v
-    L = layout.ctx_len
-    if layout.slot_range is not None:
-        first, stop = layout.slot_range
+    if len(layout.groups) == 1:
+        return _attend(q, cache_k, cache_v, layout.groups[0])
+    out = q.new_empty(q.shape[0], q.shape[1] * q.shape[2])
+    for g in layout.groups:
+        out[g.rows] = _attend(q[g.rows], cache_k, cache_v, g)
+    return out
+
+
+def _attend(q: torch.Tensor, cache_k: torch.Tensor, cache_v: torch.Tensor, g: AttentionGroup) -> torch.Tensor:
+    L = g.ctx_len
+    if g.slot_range is not None:
+        first, stop = g.slot_range
         keys, values = cache_k[first:stop, :, :L], cache_v[first:stop, :, :L]
     else:
-        keys, values = cache_k[layout.slots, :, :L], cache_v[layout.slots, :, :L]
+        keys, values = cache_k[g.slots, :, :L], cache_v[g.slots, :, :L]
     num_rows, heads, dim = q.shape
-    B, q_max = layout.num_requests, layout.q_max
-    if layout.pad_index is None:
+    B, q_max = g.num_requests, g.q_max
+    if g.pad_index is None:
         grid = q.view(B, q_max, heads, dim)
     else:
         grid = q.new_zeros(B * q_max, heads, dim)
-        grid[layout.pad_index] = q
+        grid[g.pad_index] = q
         grid = grid.view(B, q_max, heads, dim)
     out = F.scaled_dot_product_attention(
-        grid.transpose(1, 2), keys, values, attn_mask=layout.mask, enable_gqa=keys.shape[1] != heads
+        grid.transpose(1, 2), keys, values, attn_mask=g.mask, enable_gqa=keys.shape[1] != heads
     )
     out = out.transpose(1, 2).reshape(B * q_max, heads * dim)
-    return out if layout.pad_index is None else out[layout.pad_index]
+    return out if g.pad_index is None else out[g.pad_index]
