@@ -15,6 +15,7 @@ import time
 from typing import Any, Sequence
 
 from .config import ConfigError, EngineConfig
+from .flags import parse_bool
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -44,15 +45,6 @@ def _all_flags(parser: argparse.ArgumentParser) -> list[str]:
             for child in action.choices.values():
                 flags += _all_flags(child)
     return flags
-
-
-def parse_bool(value: str) -> bool:
-    v = value.strip().lower()
-    if v in ("true", "1", "yes"):
-        return True
-    if v in ("false", "0", "no"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
 
 
 def _int_list(value: str) -> tuple[int, ...]:

@@ -10,7 +10,6 @@ token for token whatever is accepted, for every k, batch mix and arrival pattern
 from __future__ import annotations
 
 import pytest
-import torch
 
 from adaspec.engine.llm_engine import LLM
 from adaspec.sampling_params import SamplingParams
