@@ -13,6 +13,7 @@ Loading a draft made for another target is refused with an error that names the 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -185,4 +186,6 @@ def load_drafter(
     draft.requires_grad_(False).eval()
     draft.source_dir = str(directory)
     draft.draft_config = config
+    # identifies these draft weights in cost tables (R-G3): a table measured with another draft is refused
+    draft.fingerprint = "sha256:" + hashlib.sha256((directory / "model.safetensors").read_bytes()).hexdigest()[:32]
     return draft.bind_target(target_model)
