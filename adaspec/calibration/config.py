@@ -447,6 +447,11 @@ def worst_case_progress_tokens(warmup_steps: int, window_steps: int, windows_per
 Mode = Literal["adaptive_target_verify", "adaptive_draft_step"]
 
 
+def mode_axis(mode: str) -> str:
+    """The second axis of a cost table: "g" (target rows, adaptive verify) or "k" (draft steps)."""
+    return "g" if mode == "adaptive_target_verify" else "k"
+
+
 @dataclass(frozen=True)
 class EffectiveCalibration:
     """The calibration that will run, every default filled in and validated (R-F3..R-F5, R-C5)."""
@@ -468,7 +473,7 @@ class EffectiveCalibration:
     @property
     def axis(self) -> str:
         """Name of the second table axis: "g" (target rows) or "k" (draft steps)."""
-        return "g" if self.mode == "adaptive_target_verify" else "k"
+        return mode_axis(self.mode)
 
     @property
     def x_name(self) -> str:

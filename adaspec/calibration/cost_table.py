@@ -31,7 +31,7 @@ from typing import Any, Iterable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .config import FALLBACK_NOTE, GREEDY_NOTE, EffectiveCalibration, EngineFacts, compact_json
+from .config import FALLBACK_NOTE, GREEDY_NOTE, EffectiveCalibration, EngineFacts, compact_json, mode_axis
 from .cost_models import (CostModel, CostModelError, CostPoint, HeldoutReport, as_points, fit_model,
                           heldout_error, model_from_dict)
 
@@ -82,7 +82,7 @@ class TableMetadata(BaseModel):
 
     @property
     def axis(self) -> str:
-        return "g" if self.mode == "adaptive_target_verify" else "k"
+        return mode_axis(self.mode)
 
     @property
     def x_name(self) -> str:

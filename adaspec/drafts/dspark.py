@@ -29,7 +29,7 @@ from torch import nn
 import torch.nn.functional as F
 
 from ..models.config import ModelConfig
-from ..models.llama import MLP, RMSNorm, Attention
+from ..models.llama import DecoderLayer, RMSNorm
 from ..models.rope import apply_rotary
 from .base import DraftBatch, DraftOutput
 from .mtp import DraftVocab, Rotary, TargetEmbedding, target_output_weight
@@ -54,15 +54,9 @@ def block_mask(ctx_len: torch.Tensor, L: int, w: int) -> torch.Tensor:
     return full[:, None, None, :].expand(-1, 1, w, -1)
 
 
-class DSparkLayer(nn.Module):
-    """A Llama decoder layer whose attention reads context K/V (from target features) + the block."""
-
-    def __init__(self, cfg: ModelConfig):
-        super().__init__()
-        self.self_attn = Attention(cfg)
-        self.mlp = MLP(cfg)
-        self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
-        self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+class DSparkLayer(DecoderLayer):
+    """A Llama decoder layer (same weights layout) whose attention reads context K/V (from target
+    features) + the block."""
 
     def context_kv(self, c: torch.Tensor, cos, sin) -> tuple[torch.Tensor, torch.Tensor]:
         """c [..., T, H] -> keys, values [..., T, KVH, D] (rotary at the context positions)."""

@@ -45,6 +45,16 @@ def _engine(tiny_llama_dir, references, **flags):
                max_num_batched_tokens=32, max_model_len=320, graph_decode_batch_sizes=(1, 2, 4), **flags)
 
 
+def _mode_flags(mode: str, cal_files) -> dict:
+    """The mode's switches plus the small calibration file that fits it."""
+    flags = dict(MODES[mode])
+    if flags.get("enable_adaptive_draft_step"):
+        flags["adaptive_draft_step_config"] = str(cal_files[1])
+    else:
+        flags["adaptive_target_verify_calibration"] = str(cal_files[0])
+    return flags
+
+
 MODES = {
     "draft_step": dict(speculative_algorithm="MTP", num_speculative_tokens=3, enable_adaptive_draft_step=True),
     "draft_step_overlap": dict(speculative_algorithm="MTP", num_speculative_tokens=3, enable_adaptive_draft_step=True,
@@ -60,11 +70,7 @@ MODES = {
 @pytest.mark.parametrize("mode", sorted(MODES))
 def test_adaptive_greedy_equals_plain_with_staggered_arrivals(tiny_llama_dir, plain, cal_files, mode, capsys):
     params, ref = plain
-    flags = dict(MODES[mode])
-    if flags.get("enable_adaptive_draft_step"):
-        flags["adaptive_draft_step_config"] = str(cal_files[1])
-    else:
-        flags["adaptive_target_verify_calibration"] = str(cal_files[0])
+    flags = _mode_flags(mode, cal_files)
     llm = _engine(tiny_llama_dir, [o.prompt_token_ids + o.token_ids for o in ref], **flags)
     err = capsys.readouterr().err
     assert f"{flags['speculative_algorithm']} adaptive effective configuration" in err  # R-F7
@@ -125,11 +131,7 @@ def test_unified_refuses_random_requests_before_execution(tiny_llama_dir, cal_fi
 def test_mixed_greedy_and_random_batch(tiny_llama_dir, plain, cal_files, mode):
     """R-B3: greedy and random requests share adaptive rounds; greedy ones stay exact."""
     params, ref = plain
-    flags = dict(MODES[mode])
-    if flags.get("enable_adaptive_draft_step"):
-        flags["adaptive_draft_step_config"] = str(cal_files[1])
-    else:
-        flags["adaptive_target_verify_calibration"] = str(cal_files[0])
+    flags = _mode_flags(mode, cal_files)
     llm = _engine(tiny_llama_dir, [o.prompt_token_ids + o.token_ids for o in ref], **flags)
     random = SamplingParams(temperature=0.8, top_k=20, top_p=0.9, min_p=0.02, max_tokens=10, ignore_eos=True)
     mixed = [params[i] if i % 2 == 0 else random for i in range(len(PROMPTS))]
