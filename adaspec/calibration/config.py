@@ -36,6 +36,7 @@ OLD_SWITCHES = ("enable_adaptive_spec_prune", "enable_adaptive_speculative_decod
 
 # R-F3 defaults
 DEFAULT_MODEL = "additive"
+DRAFT_STEP_DEFAULT_MODEL = "sps"
 DEFAULT_PREFILL_TOKENS = 2048
 DEFAULT_MIN_KV = 1
 DEFAULT_MAX_KV = 4096
@@ -657,7 +658,8 @@ def _resolve_contexts(requested: list[ContextRange] | None, facts: EngineFacts, 
     return tuple(sorted(requested, key=lambda c: c.min_kv_length)), False
 
 
-def _resolve_common(cfg: _CalibrationFields, facts: EngineFacts, width: int, source: str) -> dict:
+def _resolve_common(cfg: _CalibrationFields, facts: EngineFacts, width: int, source: str,
+                    default_model: str = DEFAULT_MODEL) -> dict:
     defaulted = []
 
     def pick(name, default):
@@ -667,7 +669,7 @@ def _resolve_common(cfg: _CalibrationFields, facts: EngineFacts, width: int, sou
             return default
         return v
 
-    model = pick("model", DEFAULT_MODEL)
+    model = pick("model", default_model)
     warmup = pick("warmup_steps", DEFAULT_WARMUP_STEPS)
     window = pick("window_steps", DEFAULT_WINDOW_STEPS)
     windows = pick("windows_per_point", DEFAULT_WINDOWS_PER_POINT)
@@ -725,7 +727,11 @@ def resolve_draft_step_config(cfg: DraftStepConfig | None, facts: EngineFacts,
     src = _default_source(DRAFT_STEP_FLAG, source)
     cfg = cfg if cfg is not None else DraftStepConfig()
     k_max = facts.num_speculative_tokens
-    common = _resolve_common(cfg.calibration, facts, k_max, src)
+    # A k-step round verifies Bcap*(k+1) rows, so its cost depends on Bcap and k jointly, which
+    # bias + alpha(Bcap) + theta(k) cannot represent (held-out error 14-39% measured on the bundled
+    # model). The default is therefore one SPS curve per request bucket, i.e. every (Bcap, k)
+    # measured independently is kept as measured (R-C3); "additive" stays available.
+    common = _resolve_common(cfg.calibration, facts, k_max, src, default_model=DRAFT_STEP_DEFAULT_MODEL)
     defaulted = ["calibration." + n for n in common.pop("defaulted")]
     if "policy" not in cfg.model_fields_set:
         defaulted.insert(0, "policy")

@@ -303,6 +303,8 @@ def test_draft_step_defaults_measure_every_k():
     e = resolve_draft_step_config(None, facts(w=3))
     assert e.mode == "adaptive_draft_step" and e.axis == "k"
     assert e.grid == {b: (0, 1, 2, 3) for b in BUCKETS}
+    # per-bucket SPS by default: a k-step round's cost depends on Bcap and k jointly
+    assert e.model == "sps"
     assert (e.policy.window_size, e.policy.update_interval, e.policy.switch_min_gain) == (20, 5, 0.05)
     assert e.worst_case_progress == (8 + 96 + 2) * 4
     cfg = e.to_config_dict()
