@@ -248,8 +248,7 @@ class Run:
         return sum(len(o) for o in self.outputs)
 
 
-def serve(llm, prompts: Sequence[Prompt], batch_size: int, max_tokens: int, ignore_eos: bool = False,
-          hooks: Iterable = ()) -> Run:
+def serve(llm, prompts: Sequence[Prompt], batch_size: int, max_tokens: int, ignore_eos: bool = False) -> Run:
     """Continuous batching with at most `batch_size` running requests: the prompt stream is fed in
     order and a finished request's slot goes to the next prompt. Greedy, `max_tokens` per request."""
     from adaspec.sampling_params import SamplingParams
