@@ -39,6 +39,7 @@ if __package__ in (None, ""):
 REPO = Path(__file__).resolve().parent.parent
 RESULTS_DIR = REPO / "bench" / "results"
 SOURCES = ("code", "chat", "prose")
+from adaspec.metrics.spec_stats import SpecStats
 
 
 # ---- process set-up and output ------------------------------------------------------------------
@@ -187,16 +188,11 @@ def prompt_sets(tokenizer, sources: Sequence[str], n: int, prompt_tokens: int, t
 
 # ---- per-run statistics -----------------------------------------------------------------------------
 @dataclass
-class RoundRecorder:
-    """Acceptance counters of one run (same definitions as adaspec.metrics.spec_stats) plus the
-    verify rows of every decode round. Installed as `engine.spec_stats`, which the engine feeds
-    with every completed round's verify lengths and accepted counts."""
+class RoundRecorder(SpecStats):
+    """The engine's acceptance counters (adaspec.metrics.spec_stats) plus the verify rows of every
+    decode round. Installed as `engine.spec_stats`, which the engine feeds with every completed
+    round's verify lengths and accepted counts."""
 
-    drafts: int = 0
-    drafted_tokens: int = 0
-    accepted_tokens: int = 0
-    verified_at: list[int] = field(default_factory=list)
-    accepted_at: list[int] = field(default_factory=list)
     rounds: int = 0  # rounds with at least one decoding request
     rows: list[int] = field(default_factory=list)  # per decode round: B + sum(L)
     batch: list[int] = field(default_factory=list)  # per decode round: B
@@ -206,25 +202,11 @@ class RoundRecorder:
             self.rounds += 1
             self.rows.append(len(verify_lens) + sum(verify_lens))
             self.batch.append(len(verify_lens))
-        for L, m in zip(verify_lens, num_accepted):
-            if L == 0:
-                continue
-            self.drafts += 1
-            self.drafted_tokens += L
-            self.accepted_tokens += m
-            while len(self.verified_at) < L:
-                self.verified_at.append(0)
-                self.accepted_at.append(0)
-            for i in range(L):
-                self.verified_at[i] += 1
-                self.accepted_at[i] += i < m
+        super().observe(verify_lens, num_accepted)
 
     def summary(self) -> dict:
         return {
-            "drafts": self.drafts,
-            "acceptance_rate": self.accepted_tokens / self.drafted_tokens if self.drafted_tokens else None,
-            "mean_acceptance_length": 1 + self.accepted_tokens / self.drafts if self.drafts else None,
-            "per_position_acceptance": [a / v for a, v in zip(self.accepted_at, self.verified_at)],
+            **super().summary(),
             "decode_rounds": self.rounds,
             "mean_rows_per_request": (sum(self.rows) / sum(self.batch)) if self.batch else None,
             "mean_batch": (sum(self.batch) / len(self.batch)) if self.batch else None,
