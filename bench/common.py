@@ -36,10 +36,11 @@ from typing import Iterable, Sequence
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from adaspec.metrics.spec_stats import SpecStats  # noqa: E402 (after the path fix above)
+
 REPO = Path(__file__).resolve().parent.parent
 RESULTS_DIR = REPO / "bench" / "results"
 SOURCES = ("code", "chat", "prose")
-from adaspec.metrics.spec_stats import SpecStats
 
 
 # ---- process set-up and output ------------------------------------------------------------------
