@@ -199,6 +199,8 @@ def write_calibration_files(args, workdir: Path) -> dict:
         files[fam] = workdir / f"verify_calibration_{fam}.json"
         files[fam].write_text(json.dumps(data, indent=1))
     step_fields = {k: v for k, v in fields.items() if k not in ("draft_width", "target_graph_rows")}
+    if not args.calibration_json:
+        step_fields.pop("model", None)  # the engine's draft-step default (per-bucket sps)
     files["step"] = workdir / "draft_step_config.json"
     files["step"].write_text(json.dumps({"version": 1, "calibration": step_fields}, indent=1))
     return files
