@@ -35,7 +35,6 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -43,6 +42,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make `bench` and `adaspec` importable from the repo
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.common import machine  # noqa: E402
 from bench.prompts import CHAT_PROMPTS  # noqa: E402
 
 
@@ -167,15 +167,6 @@ def compare(a: list[list[int]], b: list[list[int]]) -> dict:
         "sequences": len(a),
         "mean_prefix_fraction": sum(prefix) / len(prefix),
     }
-
-
-def machine() -> str:
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
-        name = next((l.split(":", 1)[1].strip() for l in out.splitlines() if l.startswith("Model name")), "")
-    except (OSError, subprocess.SubprocessError):
-        name = ""
-    return f"{name or platform.processor() or 'unknown CPU'}, {os.cpu_count()} logical CPUs"
 
 
 def main(argv=None) -> int:

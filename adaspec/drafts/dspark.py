@@ -32,7 +32,7 @@ from ..models.config import ModelConfig
 from ..models.llama import DecoderLayer, RMSNorm
 from ..models.rope import apply_rotary
 from .base import DraftBatch, DraftOutput
-from .mtp import DraftVocab, Rotary, TargetEmbedding, target_output_weight
+from .mtp import DraftVocab, Rotary, TargetEmbedding, share_target_weights
 
 WIDTHS = (5, 7)
 
@@ -122,9 +122,7 @@ class DSparkDraft(nn.Module):
 
     # ---- construction -----------------------------------------------------------------------
     def bind_target(self, target) -> "DSparkDraft":
-        self.embed.weight = target.model.embed_tokens.weight
-        self.vocab.bind(target_output_weight(target))
-        return self
+        return share_target_weights(self, target)
 
     @torch.no_grad()
     def init_from_target(self, target) -> "DSparkDraft":

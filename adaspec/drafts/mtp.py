@@ -119,6 +119,13 @@ def attention_train(layer: DecoderLayer, x, cos, sin, extra_k=None, extra_v=None
     return x, k, v
 
 
+def share_target_weights(draft, target):
+    """Give a draft the target's embedding and output rows (frozen, not part of the draft's state)."""
+    draft.embed.weight = target.model.embed_tokens.weight
+    draft.vocab.bind(target_output_weight(target))
+    return draft
+
+
 class MTPDraft(nn.Module):
     kind = "mtp"
     capture_layers: tuple[int, ...] = ()
@@ -140,10 +147,7 @@ class MTPDraft(nn.Module):
 
     # ---- construction -----------------------------------------------------------------------
     def bind_target(self, target) -> "MTPDraft":
-        """Share the target's embedding and output rows (frozen, not part of the draft's state)."""
-        self.embed.weight = target.model.embed_tokens.weight
-        self.vocab.bind(target_output_weight(target))
-        return self
+        return share_target_weights(self, target)
 
     @torch.no_grad()
     def init_from_target(self, target) -> "MTPDraft":

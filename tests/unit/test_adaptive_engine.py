@@ -16,6 +16,7 @@ import pytest
 from adaspec.engine.llm_engine import LLM, RequestError
 from adaspec.sampling_params import SamplingParams
 from replay_drafter import ReplayDrafter
+from staggered import run_staggered
 
 PROMPTS = ["Hello there", "a", "The quick brown fox jumps", "1 2 3 4 5 6 7 8 9 10 11 12", "xyz xyz", "Q?"]
 CAL = {"request_buckets": [1, 2, 4], "contexts": [{"prefill_tokens": 8, "min_kv_length": 1, "max_kv_length": 300}],
@@ -76,15 +77,7 @@ def test_adaptive_greedy_equals_plain_with_staggered_arrivals(tiny_llama_dir, pl
     assert f"{flags['speculative_algorithm']} adaptive effective configuration" in err  # R-F7
     assert "greedy" in err  # the table excludes random-sampling cost, and says so (R-F2)
     eng = llm.engine
-    ids, done, step, queue = {}, {}, 0, list(range(len(PROMPTS)))
-    while queue or eng.has_unfinished():
-        if queue and step % 2 == 0:
-            i = queue.pop(0)
-            ids[eng.add_request(PROMPTS[i], params[i])] = i
-        for out in eng.step():
-            if out.finished:
-                done[ids[out.request_id]] = out
-        step += 1
+    done = run_staggered(eng, PROMPTS, params)
     for i, r in enumerate(ref):
         assert done[i].token_ids == r.token_ids, (mode, i)
     summary = eng.control.summary()

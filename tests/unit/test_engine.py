@@ -14,6 +14,7 @@ from adaspec.engine.llm_engine import LLM, RequestError
 from adaspec.engine.scheduler import Scheduler
 from adaspec.engine.request import Request
 from adaspec.sampling_params import SamplingParams
+from staggered import run_staggered
 
 PROMPTS = ["Hello", "The quick brown fox jumps over the lazy dog " * 3, "a b c", "x" * 40, "What now?", "1+1=", "zz", "end"]
 GREEDY = SamplingParams(temperature=0, max_tokens=8, ignore_eos=True)
@@ -39,15 +40,8 @@ def test_batch_equals_alone_with_chunked_prefill_and_slot_reuse(llm, alone):
 def test_staggered_arrivals_and_early_finishes(llm, alone):
     eng = llm.engine
     max_tokens = [3, 8, 1, 5, 8, 2, 7, 4]
-    ids, done, step, queue = {}, {}, 0, list(range(len(PROMPTS)))
-    while queue or eng.has_unfinished():
-        if queue and step % 3 == 0:
-            i = queue.pop(0)
-            ids[eng.add_request(PROMPTS[i], GREEDY.model_copy(update={"max_tokens": max_tokens[i]}))] = i
-        for out in eng.step():
-            if out.finished:
-                done[ids[out.request_id]] = out
-        step += 1
+    params = [GREEDY.model_copy(update={"max_tokens": m}) for m in max_tokens]
+    done = run_staggered(eng, PROMPTS, params, every=3)
     for i in range(len(PROMPTS)):
         assert done[i].token_ids == alone[i][: max_tokens[i]]
     assert sorted(eng.scheduler.free_slots) == [0, 1, 2]  # every slot came back

@@ -15,6 +15,7 @@ from adaspec.drafts.factory import build_draft
 from adaspec.engine.llm_engine import LLM
 from adaspec.models.loader import load_model
 from adaspec.sampling_params import SamplingParams
+from staggered import run_staggered
 
 PROMPTS = ["Hello there", "a", "The quick brown fox", "1 2 3 4 5 6 7 8", "xyz xyz xyz", "Q?", "long " * 6, "zz"]
 MAX_TOKENS = [12, 3, 16, 9, 14, 1, 11, 7]
@@ -33,21 +34,6 @@ def _draft(tiny_llama_dir, kind, width):
     return build_draft(kind, cfg, d2t, width=width, num_layers=1, rank=8).init_from_target(target).eval()
 
 
-def _run_staggered(llm, params):
-    eng, ids, done, step, queue = llm.engine, {}, {}, 0, list(range(len(PROMPTS)))
-    while queue or eng.has_unfinished():
-        if queue and step % 2 == 0:
-            for _ in range(2):  # two arrivals every other step
-                if queue:
-                    i = queue.pop(0)
-                    ids[eng.add_request(PROMPTS[i], params[i])] = i
-        for out in eng.step():
-            if out.finished:
-                done[ids[out.request_id]] = out.token_ids
-        step += 1
-    return [done[i] for i in range(len(PROMPTS))]
-
-
 @pytest.mark.parametrize("algo, kind, width, n", [
     ("MTP", "mtp", 7, 1), ("MTP", "mtp", 7, 2), ("MTP", "mtp", 7, 3), ("MTP", "mtp", 7, 4), ("MTP", "mtp", 7, 5),
     ("DSpark", "dspark", 5, 5), ("DSpark", "dspark", 7, 7), ("DSpark", "dspark", 7, 5),
@@ -56,5 +42,6 @@ def test_real_drafts_equal_plain_greedy(tiny_llama_dir, plain, algo, kind, width
     params, ref = plain
     llm = LLM(str(tiny_llama_dir), drafter=_draft(tiny_llama_dir, kind, width), speculative_algorithm=algo,
               num_speculative_tokens=n, max_seqs_per_batch=8, max_num_batched_tokens=80)
-    assert _run_staggered(llm, params) == ref
+    # two arrivals every other step
+    assert [o.token_ids for o in run_staggered(llm.engine, PROMPTS, params, per_arrival=2)] == ref
     assert llm.engine.spec_stats.drafts > 0

@@ -14,6 +14,7 @@ import pytest
 from adaspec.engine.llm_engine import LLM
 from adaspec.sampling_params import SamplingParams
 from replay_drafter import ReplayDrafter
+from staggered import run_staggered
 
 
 PROMPTS = ["Hello there", "a", "The quick brown fox jumps", "1 2 3 4 5 6 7 8 9 10 11 12", "xyz xyz", "Q?", "long " * 9]
@@ -50,17 +51,7 @@ def test_staggered_arrivals_match_plain(tiny_llama_dir, plain):
     references = [o.prompt_token_ids + o.token_ids for o in ref]
     llm = LLM(str(tiny_llama_dir), drafter=ReplayDrafter(references, max_steps=4), speculative_algorithm="MTP",
               num_speculative_tokens=4, max_seqs_per_batch=3, max_num_batched_tokens=16)
-    eng = llm.engine
-    ids, done, pending = {}, {}, list(range(len(PROMPTS)))
-    step = 0
-    while pending or eng.has_unfinished():
-        if pending and step % 2 == 0:
-            i = pending.pop(0)
-            ids[eng.add_request(PROMPTS[i], params[i])] = i
-        for out in eng.step():
-            if out.finished:
-                done[ids[out.request_id]] = out
-        step += 1
+    done = run_staggered(llm.engine, PROMPTS, params)
     for i, r in enumerate(ref):
         assert done[i].token_ids == r.token_ids
 
