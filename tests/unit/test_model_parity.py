@@ -26,6 +26,7 @@ from adaspec.models.loader import (
 )
 from adaspec.models.tokenizer import NoChatTemplateError, Tokenizer
 from adaspec.runner.kv_cache import KVCache
+from conftest import randomise_
 
 torch.set_num_threads(1)
 
@@ -85,16 +86,7 @@ A_LEN, B_LEN, A_SPLIT = 13, 8, 5
 
 
 def _randomise(model, seed):
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "norm" in name:
-                p.copy_(torch.rand(p.shape, generator=g) + 0.5)
-            elif name.endswith("bias"):
-                p.copy_(torch.randn(p.shape, generator=g) * 0.2)
-            else:
-                p.copy_(torch.randn(p.shape, generator=g) * 0.15)
-    return model
+    return randomise_(model, seed=seed, scale=0.15)
 
 
 def _build_dir(case, tmp_path, save_tiny_hf_dir):
