@@ -230,14 +230,13 @@ def cmd_train_draft(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    from .calibration.config import CalibrationConfigError
-    from .calibration.cost_table import CostTableError
+    from .errors import UserError
 
     try:
         return {"generate": cmd_generate, "calibrate": cmd_calibrate, "train-draft": cmd_train_draft}[args.command](args)
-    except (ConfigError, CalibrationConfigError, CostTableError) as e:
+    except UserError as e:
         print(f"adaspec {args.command}: error: {e}", file=sys.stderr)
-        return 2
+        return e.exit_code
 
 
 if __name__ == "__main__":

@@ -6,6 +6,8 @@ CLI flags map 1:1 onto these fields (`--max_seqs_per_batch` -> `max_seqs_per_bat
 
 from __future__ import annotations
 
+from .errors import UserError
+
 from dataclasses import dataclass, field, fields, replace
 
 DTYPES = ("float32", "bfloat16", "float16", "auto")
@@ -19,7 +21,7 @@ RENAMED_SWITCHES = {
 }
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
     """A start-up option is wrong; the message names the flag and the fix."""
 
 

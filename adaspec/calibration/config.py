@@ -18,6 +18,8 @@ file), the field as a JSON path (`contexts[1].max_kv_length`) and the fix.
 
 from __future__ import annotations
 
+from ..errors import UserError
+
 from ..geometry import unified_row_buckets
 
 import json
@@ -56,7 +58,7 @@ GREEDY_NOTE = (
 FALLBACK_NOTE = "requests in uncalibrated request buckets or KV ranges fall back to full-width admission"
 
 
-class CalibrationConfigError(ValueError):
+class CalibrationConfigError(UserError, ValueError):
     """A calibration configuration is wrong; the message names the source, the field and the fix."""
 
     def __init__(self, field: str, problem: str, fix: str, source: str | None = None):

@@ -21,6 +21,8 @@ buckets or KV ranges return None: the caller admits full width (R-F7).
 
 from __future__ import annotations
 
+from ..errors import UserError
+
 import datetime as _dt
 import json
 import os
@@ -41,7 +43,7 @@ OUTPUT_FLAG = "--adaptive_target_verify_cost_table_output"
 LEGACY_DRAFT_WIDTH = 7  # a version-less table without draft_width was calibrated for Draft7 (R-G3)
 
 
-class CostTableError(ValueError):
+class CostTableError(UserError, ValueError):
     """A cost table cannot be written or read; the message names the file, the flag and the fix."""
 
 

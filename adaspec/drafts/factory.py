@@ -13,6 +13,8 @@ Loading a draft made for another target is refused with an error that names the 
 
 from __future__ import annotations
 
+from ..errors import UserError
+
 import hashlib
 import json
 import os
@@ -31,7 +33,7 @@ KINDS = ("mtp", "dspark")
 SHIPPED_DIR = Path(__file__).resolve().parent.parent / "assets" / "drafts"
 
 
-class DraftLoadError(ValueError):
+class DraftLoadError(UserError, ValueError):
     """The draft cannot serve this target or cannot be found; the message says what to do."""
 
 

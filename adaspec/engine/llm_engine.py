@@ -16,6 +16,7 @@ from typing import Iterable, Sequence
 import torch
 
 from ..config import ConfigError, EngineConfig
+from ..errors import RequestError  # noqa: F401 - re-exported: the engine's request refusals
 from ..metrics.spec_stats import SpecStats
 from ..rounds import RoundPlan
 from ..sampling_params import SamplingParams
@@ -38,10 +39,6 @@ class RequestOutput:
     @property
     def finished(self) -> bool:
         return self.finish_reason is not None
-
-
-class RequestError(ValueError):
-    """A request cannot be served as asked; the message names the field."""
 
 
 def configure_threads(threads: int) -> None:

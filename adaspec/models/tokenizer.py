@@ -7,13 +7,15 @@ tokens again (the template already writes BOS where the model wants it), as tran
 
 from __future__ import annotations
 
+from ..errors import UserError
+
 import json
 import os
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 
-class NoChatTemplateError(ValueError):
+class NoChatTemplateError(UserError, ValueError):
     """The model has no chat template, so chat requests cannot be formatted for it."""
 
 
