@@ -70,9 +70,10 @@ def _add_bool(parser: argparse.ArgumentParser, name: str, default: bool, help: s
 
 def add_engine_flags(parser: argparse.ArgumentParser) -> None:
     """One flag per EngineConfig field, typed from the field's default."""
-    from .config import DEVICES, DTYPES, SPECULATIVE_ALGORITHMS
+    from .config import DEVICES, DTYPES, LINEAR_BACKENDS, SPECULATIVE_ALGORITHMS
 
-    choices = {"dtype": DTYPES, "device": DEVICES, "speculative_algorithm": SPECULATIVE_ALGORITHMS}
+    choices = {"dtype": DTYPES, "device": DEVICES, "speculative_algorithm": SPECULATIVE_ALGORITHMS,
+               "linear_backend": LINEAR_BACKENDS}
     helps = EngineConfig.field_help()
     for f in dataclasses.fields(EngineConfig):
         if isinstance(f.default, bool):
@@ -180,7 +181,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
         raise SystemExit(f"error: {e}")
     elapsed = time.perf_counter() - t0
     n_out = sum(len(o.token_ids) for o in outputs)
-    stats = {"output_tokens": n_out, "elapsed_s": round(elapsed, 4), "tokens_per_s": round(n_out / elapsed, 3)}
+    stats = {"output_tokens": n_out, "elapsed_s": round(elapsed, 4), "tokens_per_s": round(n_out / elapsed, 3),
+             "linear_backend": llm.engine.linear_backend}
     if llm.engine.config.speculative:
         stats.update(llm.engine.spec_stats.summary())
     if llm.engine.control is not None:

@@ -13,6 +13,9 @@ from dataclasses import dataclass, field, fields, replace
 DTYPES = ("float32", "bfloat16", "float16", "auto")
 DEVICES = ("cpu", "cuda")
 SPECULATIVE_ALGORITHMS = ("none", "MTP", "DSpark")
+LINEAR_BACKENDS = ("auto", "fp32", "fp16w", "bf16", "int8")
+# the backend that is plain nn.Linear in each dtype (models/linear.py)
+NATIVE_LINEAR_BACKEND = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 
 
 RENAMED_SWITCHES = {
@@ -31,11 +34,34 @@ def renamed_switch_message(old: str) -> str:
             f"use --{RENAMED_SWITCHES[old]}=true")
 
 
+def check_linear_backend(backend: str, dtype: str, device_type: str) -> None:
+    """--linear_backend against the resolved --dtype and --device (ConfigError naming the flag)."""
+    if backend not in LINEAR_BACKENDS:
+        raise ConfigError(f"--linear_backend={backend}: allowed values are {', '.join(LINEAR_BACKENDS)}")
+    native = NATIVE_LINEAR_BACKEND.get(dtype)
+    if backend in ("auto", native):
+        return
+    if device_type != "cpu":
+        raise ConfigError(f"--linear_backend={backend} is a CPU kernel; with --device={device_type} the linear layers "
+                          f"run in the dtype's own kernels: use --linear_backend=auto"
+                          + (f" or {native}" if native in LINEAR_BACKENDS else ""))
+    if dtype != "float32":
+        raise ConfigError(f"--linear_backend={backend} needs --dtype=float32 (float32 activations); with "
+                          f"--dtype={dtype} use --linear_backend=auto" + (f" or {native}" if native in LINEAR_BACKENDS else ""))
+
+
 @dataclass(frozen=True)
 class EngineConfig:
     model: str | None = field(default=None, metadata={"help": "HF model directory or .gguf file; default: bundled SmolLM2-135M-Instruct"})
     dtype: str = field(default="float32", metadata={"help": "weights/activations dtype: float32 | bfloat16 | float16 | auto (bfloat16 where the CPU has native bf16)"})
     device: str = field(default="cpu", metadata={"help": "cpu | cuda (cuda:N accepted)"})
+    linear_backend: str = field(default="auto", metadata={"help": (
+        "kernel of every linear layer (target, drafts, LM heads), fixed at load and part of the cost-table "
+        "identity: auto (measure the model's own shapes at 1 and verify-sized rows, take the fastest of fp32 / "
+        "fp16w, bf16 only where it wins at both, preferring kernels whose rows do not depend on the batch) | "
+        "fp32 | fp16w (float16 weights, float32 compute, near-lossless) | bf16 | int8 (int8 weights and "
+        "activations: changes the model's outputs, opt-in only). CPU with --dtype=float32; on CUDA or with "
+        "other dtypes only auto or the dtype's own")})
     threads: int = field(default=1, metadata={"help": "CPU threads for PyTorch (default 1; >1 sets OMP_WAIT_POLICY=PASSIVE)"})
     max_seqs_per_batch: int = field(default=16, metadata={"help": "request slots: at most this many requests run at once"})
     max_model_len: int | None = field(default=None, metadata={"help": "context limit per request (prompt + output); default min(model limit, 2048)"})
@@ -68,6 +94,10 @@ class EngineConfig:
             raise ConfigError(f"--dtype={self.dtype}: allowed values are {', '.join(DTYPES)}")
         if self.device.split(":")[0] not in DEVICES:
             raise ConfigError(f"--device={self.device}: allowed values are cpu, cuda, cuda:N")
+        if self.dtype != "auto":
+            check_linear_backend(self.linear_backend, self.dtype, self.device.split(":")[0])
+        elif self.linear_backend not in LINEAR_BACKENDS:
+            check_linear_backend(self.linear_backend, "float32", "cpu")
         for name in ("threads", "max_seqs_per_batch", "max_num_batched_tokens"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"--{name}={getattr(self, name)}: must be >= 1")

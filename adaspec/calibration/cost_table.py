@@ -21,6 +21,7 @@ buckets or KV ranges return None: the caller admits full width (R-F7).
 
 from __future__ import annotations
 
+from ..config import NATIVE_LINEAR_BACKEND
 from ..errors import UserError
 
 import datetime as _dt
@@ -70,6 +71,7 @@ class TableMetadata(BaseModel):
     weights_fingerprint: str
     quantization: str = "none"
     dtype: str
+    linear_backend: str = "fp32"  # models/linear.py; a table without it predates issue 14 (see from_dict)
     tp_size: int = Field(1, ge=1)
     dp_size: int = Field(1, ge=1)
     cp_size: int = Field(1, ge=1)
@@ -101,6 +103,7 @@ class TableCompat:
     dtype: str  # resolved dtype ("float32", "bfloat16"), never "auto"
     device_type: str  # "cpu" | "cuda"
     quantization: str = "none"
+    linear_backend: str = "fp32"  # the resolved --linear_backend (never "auto")
     tp_size: int = 1
     dp_size: int = 1
     cp_size: int = 1
@@ -121,6 +124,8 @@ _FIXES = {
     "quantization": ("the table was measured with another quantisation", "load a table made with {engine}"),
     "dtype": ("the table was measured with another dtype", "load a table made with --dtype={engine} "
               "(or run with --dtype={table})"),
+    "linear_backend": ("the table was measured with another linear backend (another kernel, other costs)",
+                       "load a table made with --linear_backend={engine} (or run with --linear_backend={table})"),
     "tp_size": ("the parallel topology differs", "load a table made with --tp_size={engine}"),
     "dp_size": ("the parallel topology differs (a DP={table} table cannot serve DP={engine})",
                 "load a table made with --dp_size={engine}"),
@@ -178,6 +183,7 @@ class CostTable:
         meta = TableMetadata(
             algorithm=compat.algorithm, mode=compat.mode, draft_width=compat.draft_width,
             weights_fingerprint=compat.weights_fingerprint, quantization=compat.quantization, dtype=compat.dtype,
+            linear_backend=compat.linear_backend,
             tp_size=compat.tp_size, dp_size=compat.dp_size, cp_size=compat.cp_size, unified=compat.unified,
             device_type=compat.device_type,
             created_at=created_at or _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -224,6 +230,9 @@ class CostTable:
         if "version" not in raw:  # legacy table: no version; without draft_width it was Draft7
             raw = {**raw, "version": 1}
             raw.setdefault("draft_width", LEGACY_DRAFT_WIDTH)
+        if "linear_backend" not in raw and raw.get("dtype") in NATIVE_LINEAR_BACKEND:
+            # written before --linear_backend existed: linears ran as nn.Linear in the table's dtype
+            raw = {**raw, "linear_backend": NATIVE_LINEAR_BACKEND[raw["dtype"]]}
         try:
             meta = TableMetadata.model_validate(raw)
         except ValidationError as e:

@@ -179,7 +179,7 @@ class DSparkDraft(nn.Module):
 
     # ---- Drafter protocol -----------------------------------------------------------------------
     def allocate(self, num_slots: int, max_len: int) -> None:
-        p = self.fc.weight
+        p = self.norm.weight  # not a linear weight: those may be packed (models/linear.py)
         shape = (num_slots, self.cfg.num_kv_heads, max_len, self.cfg.head_dim)
         self.cache_k = [torch.zeros(shape, dtype=p.dtype, device=p.device) for _ in self.layers]
         self.cache_v = [torch.zeros(shape, dtype=p.dtype, device=p.device) for _ in self.layers]
@@ -191,7 +191,7 @@ class DSparkDraft(nn.Module):
         K = batch.num_steps
         if not 0 <= K <= self.width:
             raise ValueError(f"a DSpark draft of width {self.width} proposes 0..{self.width} tokens, asked for {K}")
-        dev, dtype = batch.hidden.device, self.fc.weight.dtype
+        dev, dtype = batch.hidden.device, self.norm.weight.dtype
         B = len(batch.slots)
         # refresh: context row c_p -> every layer's cache at index p
         row_slot = torch.tensor([s for s, n in zip(batch.slots, batch.entry_lens) for _ in range(n)], device=dev)

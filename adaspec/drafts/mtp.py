@@ -59,18 +59,29 @@ class DraftVocab(nn.Module):
         t2d[d2t] = torch.arange(len(d2t))
         self.register_buffer("t2d", t2d, persistent=False)
         self.register_buffer("head_weight", torch.zeros(len(d2t), 1), persistent=False)
+        self.head = None  # the packed head at inference (models/linear.py); None: F.linear on head_weight
+        self._pack = None
 
     def bind(self, output_weight: torch.Tensor) -> None:
         """Take the target's output rows for the draft ids (a frozen copy, [N, H])."""
         self.head_weight = output_weight.detach()[self.d2t.to(output_weight.device)].clone()
+        if self._pack is not None:  # re-bound after packing: repack with the same backend
+            self.head = self._pack(self.head_weight, None)
+
+    def pack_linears(self, pack) -> None:
+        """models.linear.pack_module's hook: the head multiplies by head_weight outside nn.Linear."""
+        self._pack = pack
+        self.head = pack(self.head_weight, None)
 
     def logits(self, x: torch.Tensor) -> torch.Tensor:
+        if self.head is not None:
+            return self.head(x)
         return F.linear(x, self.head_weight.to(x.dtype))
 
 
 def target_output_weight(target) -> torch.Tensor:
     """The target's output matrix [V, H] (the embedding itself when tied)."""
-    return target.lm_head.weight
+    return target.output_weight() if hasattr(target, "output_weight") else target.lm_head.weight
 
 
 class TargetEmbedding:
@@ -178,7 +189,7 @@ class MTPDraft(nn.Module):
 
     # ---- Drafter protocol -----------------------------------------------------------------------
     def allocate(self, num_slots: int, max_len: int) -> None:
-        p = self.proj.weight
+        p = self.norm.weight  # not a linear weight: those may be packed (models/linear.py)
         # room for proposals past the target's last position (they are never verified there)
         shape = (num_slots, self.cfg.num_kv_heads, max_len + self.max_steps, self.cfg.head_dim)
         self.cache_k = torch.zeros(shape, dtype=p.dtype, device=p.device)
@@ -193,7 +204,7 @@ class MTPDraft(nn.Module):
             raise ValueError(f"MTP draft proposes 0..{self.max_steps} tokens per round, asked for {K}")
         dev = batch.hidden.device
         B = len(batch.slots)
-        dtype = self.proj.weight.dtype
+        dtype = self.norm.weight.dtype
         # refresh: entry (p, h_p, t_{p+1}) -> cache index p, rotary position p+1
         layout = build_layout(batch.slots, batch.entry_starts, batch.entry_lens, dev)
         x = self.fuse(batch.hidden.to(dtype), batch.next_tokens)

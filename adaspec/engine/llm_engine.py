@@ -2,20 +2,22 @@
 
 `LLMEngine.step()` is one round: schedule -> prepare tensors -> target forward -> sample -> commit.
 The result's `.tolist()` is the one device-to-host point of a step. The same engine object serves
-`LLM.generate`, the CLI and a server loop; nothing here parses flags or prints.
+`LLM.generate`, the CLI and a server loop; nothing here parses flags. Start-up facts (the linear
+backend chosen, adaptive calibration) are logged on stderr.
 """
 
 from __future__ import annotations
 
 import itertools
 import os
+import sys
 import time
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 import torch
 
-from ..config import ConfigError, EngineConfig
+from ..config import ConfigError, EngineConfig, check_linear_backend
 from ..errors import RequestError  # noqa: F401 - re-exported: the engine's request refusals
 from ..metrics.spec_stats import SpecStats
 from ..rounds import RoundPlan
@@ -65,6 +67,8 @@ def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
 class LLMEngine:
     def __init__(self, config: EngineConfig, drafter=None):
         """`drafter`: an object following drafts.base.Drafter, used instead of loading one."""
+        from ..models.linear import pack_module
+        from ..models.linear_select import check_rows
         from ..models.loader import load_model, resolve_model
         from ..models.tokenizer import Tokenizer
         from ..runner.model_runner import ModelRunner
@@ -76,8 +80,17 @@ class LLMEngine:
         if self.device.type == "cuda" and not torch.cuda.is_available():
             raise ConfigError("--device=cuda but no CUDA device is available; use --device=cpu")
         self.dtype = resolve_dtype(config.dtype, self.device)
+        check_linear_backend(config.linear_backend, str(self.dtype).removeprefix("torch."), self.device.type)
         self.model_dir = resolve_model(config.model)
-        self.model_config, self.model = load_model(self.model_dir, self.dtype, self.device)
+        # auto measures at one row and at the rows of a verify (speculative) or a full batch (plain)
+        verify_rows = 1 + config.num_draft_tokens if config.speculative else config.max_seqs_per_batch
+        self.model_config, self.model = load_model(self.model_dir, self.dtype, self.device,
+                                                   linear_backend=config.linear_backend, verify_rows=verify_rows)
+        # part of the target's identity (cost tables, --json stats, the server's /version)
+        self.linear_backend = self.model.linear_backend
+        self.linear_choice = self.model.linear_choice
+        check_rows(self.linear_choice, self.model)  # logged: do speculative rows equal plain rows bit for bit?
+        print(self.linear_choice.describe(), file=sys.stderr, flush=True)
         self.tokenizer = Tokenizer(self.model_dir)
         limit = self.model_config.max_position_embeddings
         if config.max_model_len is not None and config.max_model_len > limit:
@@ -95,6 +108,8 @@ class LLMEngine:
 
             self.drafter = load_drafter(config.draft_model, config.speculative_algorithm.lower(), self.model,
                                         self.model_dir, self.device, self.dtype)
+        if isinstance(self.drafter, torch.nn.Module):  # the drafts and their heads use the target's backend
+            pack_module(self.drafter, self.linear_backend)
         if self.drafter is not None:
             if self.num_draft_tokens > self.drafter.max_steps:
                 raise ConfigError(f"--num_speculative_tokens={self.num_draft_tokens} exceeds what the draft "

@@ -15,6 +15,7 @@ import torch.nn.functional as F
 
 from .attention import RaggedLayout, ragged_attention
 from .config import ModelConfig
+from .linear import dense_weight, native_backend, relayout_fp32
 from .rope import RotaryEmbedding, apply_rotary
 
 
@@ -93,6 +94,8 @@ class LlamaForCausalLM(nn.Module):
         self.to(dtype)
         self.rope = RotaryEmbedding(cfg, device, dtype)
         self.requires_grad_(False)
+        # the backend of the linear layers (models/linear.py): the dtype's own until loader.load_model repacks
+        self.linear_backend, self.linear_choice = native_backend(dtype), None
 
     def load_weights(self, state_dict: dict[str, torch.Tensor]) -> None:
         """Copy a Hugging Face state dict in; missing or unexpected tensors are an error."""
@@ -120,6 +123,7 @@ class LlamaForCausalLM(nn.Module):
         `F.linear` then hands the GEMM a contiguous [in, out] operand, which this CPU's BLAS runs
         1.5-2x faster for the 4-16 row products of batched decode and speculative verify (bench
         in BENCHMARKS.md). The tied LM head gets its own copy so the embedding stays row-major.
+        Other linear backends repack these weights afterwards (models/linear.py, loader.load_model).
         """
         p = next(self.parameters())
         if p.device.type != "cpu" or p.dtype != torch.float32:
@@ -127,9 +131,15 @@ class LlamaForCausalLM(nn.Module):
         with torch.no_grad():
             if self.lm_head.weight is self.model.embed_tokens.weight:
                 self.lm_head.weight = nn.Parameter(self.lm_head.weight.detach().clone(), requires_grad=False)
-            for module in self.modules():
-                if isinstance(module, nn.Linear):
-                    module.weight.data = module.weight.data.t().contiguous().t()
+        relayout_fp32(self)
+
+    def output_weight(self) -> torch.Tensor:
+        """The output matrix [V, H] in float32 for drafts to take rows of: the LM head's weight, or
+        when the head is packed, the tied embedding (its exact source; a draft packs its rows with
+        the same backend, which rounds them as the head did) or the packed head's own values."""
+        if not isinstance(self.lm_head, nn.Linear) and self.config.tie_word_embeddings:
+            return self.model.embed_tokens.weight
+        return dense_weight(self.lm_head)
 
     @torch.inference_mode()
     def forward(

@@ -202,8 +202,14 @@ def safetensors_files(model_dir: str | os.PathLike) -> list[Path]:
     return files
 
 
-def load_model(model_dir: str | os.PathLike, dtype=None, device="cpu"):
-    """(ModelConfig, LlamaForCausalLM) for a Hugging Face style directory, weights in `dtype` on `device`."""
+def load_model(model_dir: str | os.PathLike, dtype=None, device="cpu", linear_backend: str = "fp32",
+               verify_rows: int = 4):
+    """(ModelConfig, LlamaForCausalLM) for a Hugging Face style directory, weights in `dtype` on `device`.
+
+    `linear_backend` (models/linear.py): "fp32" (the default here: plain nn.Linear, what training
+    and parity tests use), a packed backend, or "auto" (measured on this model's shapes at 1 and
+    `verify_rows` rows). The model carries the result as `model.linear_backend` (resolved name)
+    and `model.linear_choice` (linear_select.BackendChoice: the numbers behind it)."""
     import torch
     from safetensors import safe_open
 
@@ -226,7 +232,16 @@ def load_model(model_dir: str | os.PathLike, dtype=None, device="cpu"):
             for name in f.keys():
                 state[name] = f.get_tensor(name)
     model.load_weights(state)
+    del state
     model.eval()
+    from .linear import pack_module
+    from .linear_select import check_rows, select_backend
+
+    choice, reuse = select_backend(linear_backend, model, verify_rows)
+    choice.kept_fp32 = pack_module(model, choice.backend, reuse)["kept_fp32"]
+    if linear_backend != "fp32":  # fp32 (training, tests, HF parity) skips the check: today's behaviour
+        check_rows(choice, model)
+    model.linear_backend, model.linear_choice = choice.backend, choice
     return cfg, model
 
 
