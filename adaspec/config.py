@@ -37,17 +37,17 @@ def renamed_switch_message(old: str) -> str:
 def check_linear_backend(backend: str, dtype: str, device_type: str) -> None:
     """--linear_backend against the resolved --dtype and --device (ConfigError naming the flag)."""
     if backend not in LINEAR_BACKENDS:
-        raise ConfigError(f"--linear_backend={backend}: allowed values are {', '.join(LINEAR_BACKENDS)}")
+        raise ConfigError(f"--linear_backend={backend}: allowed values are {', '.join(LINEAR_BACKENDS)}", param="linear_backend")
     native = NATIVE_LINEAR_BACKEND.get(dtype)
     if backend in ("auto", native):
         return
     if device_type != "cpu":
         raise ConfigError(f"--linear_backend={backend} is a CPU kernel; with --device={device_type} the linear layers "
                           f"run in the dtype's own kernels: use --linear_backend=auto"
-                          + (f" or {native}" if native in LINEAR_BACKENDS else ""))
+                          + (f" or {native}" if native in LINEAR_BACKENDS else ""), param="linear_backend")
     if dtype != "float32":
         raise ConfigError(f"--linear_backend={backend} needs --dtype=float32 (float32 activations); with "
-                          f"--dtype={dtype} use --linear_backend=auto" + (f" or {native}" if native in LINEAR_BACKENDS else ""))
+                          f"--dtype={dtype} use --linear_backend=auto" + (f" or {native}" if native in LINEAR_BACKENDS else ""), param="linear_backend")
 
 
 @dataclass(frozen=True)

@@ -98,6 +98,21 @@ def tiny_llama_config(**overrides):
     return LlamaConfig(**kwargs)
 
 
+# Lossless tests run on the reference backend and on the one `--linear_backend=auto` picks for the
+# bundled model on this machine kind (issue 14): losslessness is relative to the engine's own target.
+LOSSLESS_BACKENDS = ("fp32", "fp16w")
+
+
+@pytest.fixture(scope="module", params=LOSSLESS_BACKENDS)
+def linear_backend(request) -> str:
+    from adaspec.models.linear import unavailable_reason
+
+    why = unavailable_reason(request.param)
+    if why:
+        pytest.skip(f"--linear_backend={request.param} unavailable here: {why}")
+    return request.param
+
+
 @pytest.fixture(scope="session")
 def tiny_llama_dir(tmp_path_factory) -> Path:
     """A complete random tiny Llama HF directory (config, safetensors, tokenizer with chat template)."""

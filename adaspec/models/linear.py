@@ -20,10 +20,13 @@ the drafts and of both LM heads:
 
 Exactness (R-B2). Speculative greedy equals plain greedy on a backend when a row's output does not
 depend on how many rows share the product (plain decode multiplies 1 row per request, a verify
-1 + k). `row_independent` checks that property; fp16w and int8 have it here (FBGEMM accumulates
-each output element in the same order whatever M is; int8 accumulates exactly), MKL fp32 and
-oneDNN bf16 do not on this CPU (their kernels change with M; differences ~1e-6 relative, so a
-near-tie can flip). `auto` prefers backends that have it.
+1 + k). `row_independent` checks that property of the linears: fp16w and int8 have it here (FBGEMM
+accumulates each output element in the same order whatever M is; int8 accumulates exactly), MKL
+fp32 and oneDNN bf16 do not on this CPU (their kernels change with M; ~1e-6 relative differences,
+so a near-tie can flip), and `auto` prefers backends that have it. The linears are not the only
+source: CPU `scaled_dot_product_attention` also rounds differently for 1 and several query rows
+(~3e-7), so end-to-end equality stays token-level on every backend, as it was in fp32 (the
+lossless tests check tokens on both fp32 and fp16w).
 
 Packing is for inference only: packed modules have no parameters and no autograd, so training
 (adaspec/training) keeps its drafts as plain `nn.Linear` in float32 and never calls `pack_module`.
@@ -228,8 +231,8 @@ def pack_module(root: nn.Module, backend: str, reuse: dict | None = None) -> dic
         return {"packed": 0, "kept_fp32": []}
     done: dict[int, nn.Module] = {}
     kept: list[str] = []
-    for parent_name, parent in list(root.named_modules()):
-        for name, child in list(parent.named_children()):
+    for parent_name, parent in list(root.named_modules(remove_duplicate=False)):
+        for name, child in list(parent._modules.items()):  # named_children() would skip a shared child
             if not isinstance(child, nn.Linear):
                 continue
             if id(child) not in done:

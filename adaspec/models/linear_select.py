@@ -11,7 +11,7 @@ over all layers of their shape's time. Each candidate is also checked for row in
 every shape (linear.row_independent).
 
 The choice, in this order: only candidates whose rows do not depend on the row count, if any
-(speculative greedy then equals plain greedy bit for bit, R-B2); among those the lowest sum of
+(their linears give a verify row the bits of a plain-decode row, R-B2); among those the lowest sum of
 the two estimates; bf16 only where it is faster than every other one at both row counts. The
 whole measurement takes well under 2 s on the bundled model; packed sample layers of the chosen
 backend are reused for the model.
@@ -183,7 +183,7 @@ def select_backend(requested: str, model: nn.Module, verify_rows: int = 4) -> tu
         return _auto(model, rows)
     why = unavailable_reason(requested)
     if why:
-        raise ConfigError(f"--linear_backend={requested} cannot run here: {why}; use --linear_backend=auto or fp32")
+        raise ConfigError(f"--linear_backend={requested} cannot run here: {why}; use --linear_backend=auto or fp32", param="linear_backend")
     choice = BackendChoice(requested, requested, implementation(requested), "as requested")
     return choice, {}
 

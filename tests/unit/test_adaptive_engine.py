@@ -1,7 +1,8 @@
 """Adaptive modes end to end in the engine, on a tiny target with a replay drafter.
 
 - R-B2 / issue 5: greedy output equals plain greedy for adaptive draft step, adaptive verify
-  sync and async, with and without schedule overlap, with staggered arrivals.
+  sync and async, with and without schedule overlap, with staggered arrivals, on the fp32 and the
+  fp16w linear backend (issue 14; plain and adaptive engines share the backend).
 - R-F2 / R-F7: start-up calibration drives real rounds, logs the effective configuration, and
   installs a table; R-G1 / R-G2: a saved table lets the next start skip sampling.
 - R-E3: temperature > 0 under the unified layout is refused before execution.
@@ -24,8 +25,9 @@ CAL = {"request_buckets": [1, 2, 4], "contexts": [{"prefill_tokens": 8, "min_kv_
 
 
 @pytest.fixture(scope="module")
-def plain(tiny_llama_dir):
-    llm = LLM(str(tiny_llama_dir), max_seqs_per_batch=4, max_num_batched_tokens=32, max_model_len=320)
+def plain(tiny_llama_dir, linear_backend):
+    llm = LLM(str(tiny_llama_dir), max_seqs_per_batch=4, max_num_batched_tokens=32, max_model_len=320,
+              linear_backend=linear_backend)
     params = [SamplingParams(temperature=0, max_tokens=5 + 3 * i, ignore_eos=True) for i in range(len(PROMPTS))]
     return params, llm.generate(PROMPTS, params)
 
@@ -69,10 +71,12 @@ MODES = {
 
 
 @pytest.mark.parametrize("mode", sorted(MODES))
-def test_adaptive_greedy_equals_plain_with_staggered_arrivals(tiny_llama_dir, plain, cal_files, mode, capsys):
+def test_adaptive_greedy_equals_plain_with_staggered_arrivals(tiny_llama_dir, plain, linear_backend, cal_files, mode,
+                                                             capsys):
     params, ref = plain
     flags = _mode_flags(mode, cal_files)
-    llm = _engine(tiny_llama_dir, [o.prompt_token_ids + o.token_ids for o in ref], **flags)
+    llm = _engine(tiny_llama_dir, [o.prompt_token_ids + o.token_ids for o in ref], linear_backend=linear_backend,
+                  **flags)
     err = capsys.readouterr().err
     assert f"{flags['speculative_algorithm']} adaptive effective configuration" in err  # R-F7
     assert "greedy" in err  # the table excludes random-sampling cost, and says so (R-F2)
@@ -84,12 +88,12 @@ def test_adaptive_greedy_equals_plain_with_staggered_arrivals(tiny_llama_dir, pl
     assert sum(next(iter(summary.values())).values()) > 0  # the controller made decisions
 
 
-def test_saved_table_skips_calibration(tiny_llama_dir, plain, cal_files, tmp_path, capsys):
+def test_saved_table_skips_calibration(tiny_llama_dir, plain, linear_backend, cal_files, tmp_path, capsys):
     params, ref = plain
     refs = [o.prompt_token_ids + o.token_ids for o in ref]
     out = tmp_path / "dspark-costs.json"
     flags = dict(MODES["verify_sync"], adaptive_target_verify_calibration=str(cal_files[0]),
-                 adaptive_target_verify_cost_table_output=str(out))
+                 adaptive_target_verify_cost_table_output=str(out), linear_backend=linear_backend)
     _engine(tiny_llama_dir, refs, **flags)
     assert out.exists()
     capsys.readouterr()
@@ -99,7 +103,8 @@ def test_saved_table_skips_calibration(tiny_llama_dir, plain, cal_files, tmp_pat
     real = control.measure
     control.measure = lambda *a, **k: calls.append(1) or real(*a, **k)
     try:
-        llm = _engine(tiny_llama_dir, refs, **MODES["verify_sync"], adaptive_target_verify_cost_table=str(out))
+        llm = _engine(tiny_llama_dir, refs, **MODES["verify_sync"], adaptive_target_verify_cost_table=str(out),
+                      linear_backend=linear_backend)
     finally:
         control.measure = real
     assert not calls  # loading a table skips sampling and fitting (warm-up still runs)
@@ -121,11 +126,12 @@ def test_unified_refuses_random_requests_before_execution(tiny_llama_dir, cal_fi
 
 
 @pytest.mark.parametrize("mode", ["verify_sync", "verify_async", "draft_step"])
-def test_mixed_greedy_and_random_batch(tiny_llama_dir, plain, cal_files, mode):
+def test_mixed_greedy_and_random_batch(tiny_llama_dir, plain, linear_backend, cal_files, mode):
     """R-B3: greedy and random requests share adaptive rounds; greedy ones stay exact."""
     params, ref = plain
     flags = _mode_flags(mode, cal_files)
-    llm = _engine(tiny_llama_dir, [o.prompt_token_ids + o.token_ids for o in ref], **flags)
+    llm = _engine(tiny_llama_dir, [o.prompt_token_ids + o.token_ids for o in ref], linear_backend=linear_backend,
+                  **flags)
     random = SamplingParams(temperature=0.8, top_k=20, top_p=0.9, min_p=0.02, max_tokens=10, ignore_eos=True)
     mixed = [params[i] if i % 2 == 0 else random for i in range(len(PROMPTS))]
     outs = llm.generate(PROMPTS, mixed)
@@ -134,3 +140,23 @@ def test_mixed_greedy_and_random_batch(tiny_llama_dir, plain, cal_files, mode):
             assert o.token_ids == ref[i].token_ids
         else:
             assert len(o.token_ids) == 10 and o.finish_reason == "length"
+
+
+def test_table_from_another_linear_backend_is_refused(tiny_llama_dir, cal_files, tmp_path):
+    """Issue 14 / R-G3: the linear backend is part of the target's identity; an fp32 table never
+    serves fp16w (or the reverse), and the message names both backends and the flag."""
+    from adaspec.calibration.cost_table import CostTableCompatibilityError
+    from adaspec.models.linear import unavailable_reason
+
+    if unavailable_reason("fp16w"):
+        pytest.skip("fp16w unavailable here")
+    out = tmp_path / "fp32-costs.json"
+    _engine(tiny_llama_dir, [], **MODES["verify_sync"], adaptive_target_verify_calibration=str(cal_files[0]),
+            adaptive_target_verify_cost_table_output=str(out), linear_backend="fp32")
+    assert json.loads(out.read_text())["metadata"]["linear_backend"] == "fp32"
+    with pytest.raises(CostTableCompatibilityError) as e:
+        _engine(tiny_llama_dir, [], **MODES["verify_sync"], adaptive_target_verify_cost_table=str(out),
+                linear_backend="fp16w")
+    assert e.value.fields == ["linear_backend"]
+    assert "linear_backend: table 'fp32', engine 'fp16w'" in str(e.value)
+    assert "--linear_backend=fp32" in str(e.value)

@@ -35,6 +35,7 @@ def test_unknown_flag_names_the_closest(capsys):
     (["generate", "--chat=maybe", "--prompt=x"], "--chat"),
     (["generate", "--speculative_algorithm=eagle", "--prompt=x"], "--speculative_algorithm"),
     (["generate", "--threads=two", "--prompt=x"], "--threads"),
+    (["generate", "--linear_backend=fp8", "--prompt=x"], "--linear_backend"),
 ])
 def test_bad_values_name_the_flag(capsys, argv, flag):
     with pytest.raises(SystemExit) as e:
@@ -63,7 +64,18 @@ def test_generate_json_is_the_only_stdout(tiny_llama_dir, capsys, tmp_path):
     for o in out["outputs"]:
         assert set(o) == {"prompt", "token_ids", "text", "finish_reason"}
         assert 1 <= len(o["token_ids"]) <= 4
-    assert set(out["stats"]) >= {"output_tokens", "elapsed_s", "tokens_per_s"}
+    assert set(out["stats"]) >= {"output_tokens", "elapsed_s", "tokens_per_s", "linear_backend"}
+    assert out["stats"]["linear_backend"] in ("fp32", "fp16w", "bf16")  # auto's choice (issue 14)
+
+
+def test_linear_backend_rule_exits_before_model_work(capsys, monkeypatch):
+    import adaspec.engine.llm_engine as eng
+
+    monkeypatch.setattr(eng, "LLMEngine", lambda *a, **k: pytest.fail("model work started"))
+    rc = main(["generate", "--prompt=x", "--linear_backend=fp16w", "--device=cuda"])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert "--linear_backend=fp16w is a CPU kernel" in err and len(err.strip().splitlines()) == 1
 
 
 def test_prompts_file_errors_name_the_line(tmp_path):

@@ -167,6 +167,7 @@ MISMATCHES = [
     ("weights_fingerprint", {"weights_fingerprint": "sha256:other"}, "other target/draft weights"),
     ("quantization", {"quantization": "int8"}, "another quantisation"),
     ("dtype", {"dtype": "bfloat16"}, "--dtype=bfloat16"),
+    ("linear_backend", {"linear_backend": "fp16w"}, "linear_backend: table 'fp32', engine 'fp16w'"),
     ("tp_size", {"tp_size": 2}, "--tp_size=2"),
     ("dp_size", {"dp_size": 2}, "a DP=1 table cannot serve DP=2"),
     ("cp_size", {"cp_size": 2}, "--cp_size=2"),
@@ -220,6 +221,18 @@ def test_versionless_table_with_draft_width_keeps_it(tmp_path, table):
     p = table.save(tmp_path / "legacy5.json")
     _rewrite_metadata(p, version=None)
     assert CostTable.load(p, COMPAT).metadata.draft_width == 5
+
+
+@pytest.mark.parametrize("dtype, backend", [("float32", "fp32"), ("bfloat16", "bf16")])
+def test_table_without_linear_backend_was_measured_on_the_dtype_kernels(tmp_path, dtype, backend):
+    """Issue 14: tables written before --linear_backend ran nn.Linear in their dtype (fp32 or bf16)."""
+    compat = dataclasses.replace(COMPAT, dtype=dtype, linear_backend=backend)
+    eff = resolve_verify_calibration(None, facts())
+    p = CostTable.build(timings(eff.grid), eff, compat, with_heldout=False).save(tmp_path / "old.json")
+    _rewrite_metadata(p, linear_backend=None)
+    assert CostTable.load(p, compat).metadata.linear_backend == backend
+    with pytest.raises(CostTableCompatibilityError, match="--linear_backend=fp16w.*--linear_backend=" + backend):
+        CostTable.load(p, dataclasses.replace(compat, linear_backend="fp16w"))
 
 
 def test_versioned_table_must_record_draft_width(tmp_path, table):

@@ -4,7 +4,8 @@ The drafter here is a test double that follows the Drafter protocol: it rebuilds
 committed sequence from the refresh entries (so it also checks that entries arrive in order and
 without gaps) and proposes the *reference* greedy continuation with deterministic corruptions,
 so rounds accept every count from 0 to k. Speculative output must equal plain greedy output
-token for token whatever is accepted, for every k, batch mix and arrival pattern.
+token for token whatever is accepted, for every k, batch mix and arrival pattern, on the fp32 and
+the fp16w linear backend (`linear_backend` fixture, conftest.py; plain and speculative share it).
 """
 
 from __future__ import annotations
@@ -21,21 +22,22 @@ PROMPTS = ["Hello there", "a", "The quick brown fox jumps", "1 2 3 4 5 6 7 8 9 1
 
 
 @pytest.fixture(scope="module")
-def plain(tiny_llama_dir):
-    llm = LLM(str(tiny_llama_dir), max_seqs_per_batch=4, max_num_batched_tokens=24)
+def plain(tiny_llama_dir, linear_backend):
+    llm = LLM(str(tiny_llama_dir), max_seqs_per_batch=4, max_num_batched_tokens=24, linear_backend=linear_backend)
     params = [SamplingParams(temperature=0, max_tokens=6 + 3 * i, ignore_eos=i % 2 == 0) for i in range(len(PROMPTS))]
     outs = llm.generate(PROMPTS, params)
     return params, outs
 
 
 @pytest.mark.parametrize("k", [1, 2, 3, 5])
-def test_greedy_speculative_equals_plain(tiny_llama_dir, plain, k):
+def test_greedy_speculative_equals_plain(tiny_llama_dir, plain, linear_backend, k):
     """R-B2: batches of up to 4 with slot reuse, mixed lengths, early stops: same tokens."""
     params, ref = plain
     references = [o.prompt_token_ids + o.token_ids for o in ref]
     drafter = ReplayDrafter(references, max_steps=5)
     llm = LLM(str(tiny_llama_dir), drafter=drafter, speculative_algorithm="MTP", num_speculative_tokens=k,
-              max_seqs_per_batch=4, max_num_batched_tokens=24)
+              max_seqs_per_batch=4, max_num_batched_tokens=24, linear_backend=linear_backend)
+    assert llm.engine.linear_backend == linear_backend
     outs = llm.generate(PROMPTS, params)
     for o, r in zip(outs, ref):
         assert o.token_ids == r.token_ids
@@ -45,12 +47,12 @@ def test_greedy_speculative_equals_plain(tiny_llama_dir, plain, k):
     assert 0 < stats["acceptance_rate"] < 1  # both accepted and rejected drafts were exercised
 
 
-def test_staggered_arrivals_match_plain(tiny_llama_dir, plain):
+def test_staggered_arrivals_match_plain(tiny_llama_dir, plain, linear_backend):
     """R-A3 + R-B2: requests join while others decode; each result equals its plain output."""
     params, ref = plain
     references = [o.prompt_token_ids + o.token_ids for o in ref]
     llm = LLM(str(tiny_llama_dir), drafter=ReplayDrafter(references, max_steps=4), speculative_algorithm="MTP",
-              num_speculative_tokens=4, max_seqs_per_batch=3, max_num_batched_tokens=16)
+              num_speculative_tokens=4, max_seqs_per_batch=3, max_num_batched_tokens=16, linear_backend=linear_backend)
     done = run_staggered(llm.engine, PROMPTS, params)
     for i, r in enumerate(ref):
         assert done[i].token_ids == r.token_ids

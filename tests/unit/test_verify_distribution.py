@@ -7,6 +7,12 @@ for every verified row under the request's temperature / top-k / top-p / min-p, 
 exact filtered target law (chi-square, p = 0.001), and a deliberately broken acceptance rule
 (accept a draft token whenever the target allows it, "typical acceptance") must be caught by the
 same test.
+
+The target's logits go through a linear layer of each lossless backend (issue 14: fp32 and fp16w,
+`linear_backend` fixture): logits = lm_head(h_prev) with h_prev a fixed feature row per previous
+token and lm_head fitted so that fp32 reproduces TARGET. The exact law is computed from single-row
+products (what plain decoding computes), the speculative rounds multiply all verified rows of all
+sequences at once (what a verify computes).
 """
 
 from __future__ import annotations
@@ -34,18 +40,39 @@ START = 0
 CHI2_CRIT = {5: 20.52, 10: 29.59, 15: 37.70, 20: 45.31, 24: 51.18, 25: 52.62, 30: 59.70, 35: 66.62}
 
 
+def lm_head(backend: str):
+    """(batched logits function of previous tokens, the exact [V, V] table from one row at a time)."""
+    from torch import nn
+
+    from adaspec.models.linear import pack_module
+
+    g = torch.Generator().manual_seed(7)
+    h = torch.randn(V, 32, generator=g)
+    layer = nn.Linear(32, V, bias=False)
+    with torch.no_grad():
+        layer.weight.copy_((torch.linalg.pinv(h) @ TARGET).t())  # h @ W^T = TARGET in exact arithmetic
+    holder = nn.Module()
+    holder.head = layer
+    pack_module(holder, backend)
+    with torch.inference_mode():
+        table = torch.cat([holder.head(h[i:i + 1]) for i in range(V)])
+    return (lambda prev: holder.head(h[prev])), table
+
+
 def _params():
     return SamplingParams(temperature=0.9, top_k=5, top_p=0.95, min_p=0.05)
 
 
-def exact_two_token_law(params) -> torch.Tensor:
+def exact_two_token_law(params, table=TARGET) -> torch.Tensor:
     t = SamplingTensors.from_params([params] * V)
-    q = filtered_logprobs(TARGET, t).exp()  # [prev, next]
+    q = filtered_logprobs(table, t).exp()  # [prev, next]
     return q[START][:, None] * q  # [a, b] = q(a | START) q(b | a)
 
 
-def speculative_two_tokens(params, broken: bool = False, seed: int = 0) -> torch.Tensor:
-    """Emit tokens by speculative rounds until each of N sequences has two; returns [N, 2]."""
+def speculative_two_tokens(params, broken: bool = False, seed: int = 0, target=None) -> torch.Tensor:
+    """Emit tokens by speculative rounds until each of N sequences has two; returns [N, 2].
+    `target`: previous tokens [R] -> logits [R, V] (default: rows of TARGET)."""
+    target = target or (lambda prev: TARGET[prev])
     g = torch.Generator().manual_seed(seed)
     prev = torch.full((N,), START)
     emitted = [[] for _ in range(N)]
@@ -56,7 +83,7 @@ def speculative_two_tokens(params, broken: bool = False, seed: int = 0) -> torch
         d2 = torch.tensor(DRAFT_NEXT)[d1]
         drafts = torch.stack([d1, d2], dim=1)  # [B, K]
         rows = torch.stack([p, d1, d2], dim=1).reshape(-1)  # target reads [t_n, d1, d2]
-        logits = TARGET[rows]
+        logits = target(rows)
         t = SamplingTensors.from_params([params] * len(rows))
         y = sample(logits, t, default_generator=g).view(-1, K + 1)
         lens = torch.full((len(p),), K)
@@ -98,18 +125,21 @@ def _critical(dof: int) -> float:
     return dof * (1 - 2 / (9 * dof) + z * (2 / (9 * dof)) ** 0.5) ** 3
 
 
-def test_speculative_sampling_matches_target_law():
+def test_speculative_sampling_matches_target_law(linear_backend):
     params = _params()
-    law = exact_two_token_law(params)
-    stat, dof = chi_square(speculative_two_tokens(params), law)
+    target, table = lm_head(linear_backend)
+    assert (table - TARGET).abs().max() < 0.05  # the fitted head reproduces the crafted target
+    law = exact_two_token_law(params, table)
+    stat, dof = chi_square(speculative_two_tokens(params, target=target), law)
     assert stat < _critical(dof), f"chi2={stat:.1f} dof={dof}"
 
 
-def test_broken_acceptance_rule_is_detected():
+def test_broken_acceptance_rule_is_detected(linear_backend):
     """The same test must reject a rule that is known to bias the output."""
     params = _params()
-    law = exact_two_token_law(params)
-    stat, dof = chi_square(speculative_two_tokens(params, broken=True), law)
+    target, table = lm_head(linear_backend)
+    law = exact_two_token_law(params, table)
+    stat, dof = chi_square(speculative_two_tokens(params, broken=True, target=target), law)
     assert stat > _critical(dof), f"broken rule not detected: chi2={stat:.1f} dof={dof}"
 
 

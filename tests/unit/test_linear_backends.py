@@ -1,0 +1,171 @@
+"""Linear backends (issue 14; R-A1, R-A4, R-B2, R-G3): values, row independence, packing, selection, errors.
+
+Row independence is the property behind R-B2 on a backend: a row's output must be bit-for-bit the
+same whether it is multiplied alone (plain decode) or with other rows (a verify, a batch). It is
+asserted for the backends `auto` may choose as the default because they have it (fp16w) and for
+int8; MKL fp32 and oneDNN bf16 do not have it on this CPU, which is why `auto` prefers fp16w
+(for fp32 the test only records it, it is not a promise of this machine's BLAS).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from adaspec.config import ConfigError, EngineConfig
+from adaspec.models import linear, linear_select
+from adaspec.models.linear import PackedLinear, dense_weight, pack_linear, pack_module, row_independent
+
+PACKED = [b for b in ("fp16w", "bf16", "int8") if linear.unavailable_reason(b) is None]
+# how far each backend may be from fp32 on unit-scale products of 64..1536 terms (relative to max |y|)
+TOLERANCE = {"fp16w": 2e-3, "bf16": 2e-2, "int8": 3e-2}
+SHAPES = [(128, 64), (1, 96), (1536, 576), (576, 1536)]  # tiny test model, N = 1, SmolLM2's MLP shapes
+
+
+def weights(out_f, in_f, seed=0, bias=True):
+    g = torch.Generator().manual_seed(seed)
+    w = torch.randn(out_f, in_f, generator=g) * in_f ** -0.5
+    return w, (torch.randn(out_f, generator=g) * 0.1 if bias else None)
+
+
+@pytest.mark.parametrize("backend", PACKED)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_packed_output_is_close_to_fp32(backend, shape):
+    w, b = weights(*shape)
+    m = pack_linear(w, b, backend)
+    x = torch.randn(2, 3, shape[1])  # leading dims pass through, as in DSpark's [B, w, H] block
+    ref = torch.nn.functional.linear(x, w, b)
+    y = m(x)
+    assert y.shape == ref.shape and y.dtype == torch.float32
+    assert (y - ref).abs().max() <= TOLERANCE[backend] * ref.abs().max()
+    assert not list(m.parameters())  # inference only: nothing to train
+
+
+@pytest.mark.parametrize("backend", [b for b in ("fp16w", "int8") if b in PACKED])
+@pytest.mark.parametrize("shape", SHAPES)
+def test_rows_do_not_depend_on_the_row_count(backend, shape):
+    """R-B2 on the backend: M = 1 and M = 2..16 give the same bits for the same row."""
+    w, b = weights(*shape, seed=3)
+    assert row_independent(pack_linear(w, b, backend), shape[1])
+
+
+def test_fp16w_values_are_the_float16_rounded_weights():
+    if "fp16w" not in PACKED:
+        pytest.skip("no FBGEMM fp16 GEMM in this torch build")
+    w, _ = weights(300, 64)
+    m = pack_linear(w, None, "fp16w")
+    assert torch.equal(m.dense_weight(), w.half().float())
+    with pytest.raises(ValueError):  # not representable: pack_module keeps such a layer in fp32
+        pack_linear(w * 1e6, None, "fp16w")
+
+
+def test_fp16w_fallback_entry_point_gives_the_same_bits(monkeypatch):
+    """The non-deprecated FBGEMM op is the fallback if a torch drops torch.fbgemm_linear_fp16_weight."""
+    if linear.fp16w_implementation() != "torch.fbgemm_linear_fp16_weight":
+        pytest.skip("the deprecated entry point is not present")
+    w, b = weights(1536, 576)
+    x = torch.randn(5, 576)
+    primary = pack_linear(w, b, "fp16w")(x)
+    monkeypatch.setattr(linear, "fp16w_implementation", lambda: "torch.ops.quantized.linear_dynamic_fp16")
+    fallback = pack_linear(w, b, "fp16w")
+    assert fallback.impl == "torch.ops.quantized.linear_dynamic_fp16"
+    assert torch.equal(fallback(x), primary)
+
+
+class _Head(nn.Module):
+    """A module multiplying by a weight outside nn.Linear, like DraftVocab."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("w", torch.randn(10, 8))
+        self.head = None
+
+    def pack_linears(self, pack):
+        self.head = pack(self.w, None)
+
+
+@pytest.mark.parametrize("backend", PACKED)
+def test_pack_module_covers_every_linear_and_hooked_head(backend):
+    """Generic: nested, shared and later-added nn.Linear layers and pack_linears hooks are all packed."""
+    shared = nn.Linear(8, 8)
+    root = nn.Module()
+    root.a = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 8))
+    root.b, root.c = shared, shared
+    root.head = _Head()
+    root.extra = nn.ModuleList([nn.Linear(8, 4, bias=False)])  # e.g. a layer another change adds to a draft
+    x = torch.randn(3, 8)
+    ref = root.extra[0](root.c(root.a(x)))
+    report = pack_module(root, backend)
+    assert not any(isinstance(m, nn.Linear) for m in root.modules())
+    assert root.b is root.c  # shared stays shared
+    assert report["packed"] == 4 and not report["kept_fp32"]
+    assert isinstance(root.head.head, PackedLinear) and root.head.head.backend == backend
+    y = root.extra[0](root.c(root.a(x)))
+    assert (y - ref).abs().max() <= 10 * TOLERANCE[backend] * ref.abs().max()
+
+
+def test_pack_module_keeps_unrepresentable_layers_in_fp32():
+    if "fp16w" not in PACKED:
+        pytest.skip("no FBGEMM fp16 GEMM in this torch build")
+    root = nn.Module()
+    root.ok, root.huge = nn.Linear(8, 8), nn.Linear(8, 8)
+    with torch.no_grad():
+        root.huge.weight.mul_(1e6)
+    report = pack_module(root, "fp16w")
+    assert report["kept_fp32"] == ["huge"] and isinstance(root.huge, nn.Linear)
+    assert isinstance(root.ok, PackedLinear)
+
+
+def test_native_backend_keeps_nn_linear_column_major():
+    root = nn.Sequential(nn.Linear(8, 16))
+    pack_module(root, "fp32")
+    assert isinstance(root[0], nn.Linear) and root[0].weight.stride() == (1, 16)
+    assert dense_weight(root[0]) is root[0].weight
+
+
+def test_auto_measures_and_prefers_row_independent_backends(tiny_llama_dir):
+    import time
+
+    from adaspec.models.loader import load_model
+
+    t0 = time.perf_counter()
+    cfg, model = load_model(tiny_llama_dir, torch.float32, "cpu", linear_backend="auto", verify_rows=8)
+    assert time.perf_counter() - t0 < 10
+    choice = model.linear_choice
+    assert model.linear_backend == choice.backend and choice.requested == "auto"
+    assert choice.rows == (1, 8) and set(choice.est_ms) >= {"fp32"} and choice.seconds < 2
+    assert all(len(ms) == 2 and all(t > 0 for t in ms) for ms in choice.est_ms.values())
+    if any(choice.row_independent.values()):
+        assert choice.row_independent[choice.backend]
+    text = choice.describe()
+    assert f"linear backend: {choice.backend} (auto" in text and "M=1 / M=8" in text
+
+
+def test_auto_falls_back_to_fp32_when_fp16w_is_missing(tiny_llama_dir, monkeypatch):
+    from adaspec.models.loader import load_model
+
+    monkeypatch.setattr(linear, "fp16w_implementation", lambda: None)
+    monkeypatch.setattr(linear_select, "CANDIDATES", ("fp32", "fp16w"))
+    _, model = load_model(tiny_llama_dir, torch.float32, "cpu", linear_backend="auto")
+    assert model.linear_backend == "fp32"
+    assert "fp16w unavailable" in model.linear_choice.describe()
+    with pytest.raises(ConfigError, match="--linear_backend=fp16w cannot run here"):
+        load_model(tiny_llama_dir, torch.float32, "cpu", linear_backend="fp16w")
+
+
+@pytest.mark.parametrize("flags, match", [
+    (dict(linear_backend="fp8"), "--linear_backend=fp8: allowed values are auto, fp32, fp16w, bf16, int8"),
+    (dict(linear_backend="fp16w", device="cuda"), "--linear_backend=fp16w is a CPU kernel.*auto or fp32"),
+    (dict(linear_backend="int8", device="cuda", dtype="bfloat16"), "CPU kernel.*auto or bf16"),
+    (dict(linear_backend="fp16w", dtype="bfloat16"), "needs --dtype=float32"),
+])
+def test_bad_backend_is_refused_at_start_up_naming_the_flag(flags, match):
+    with pytest.raises(ConfigError, match=match) as e:
+        EngineConfig(**flags).validate()
+    assert e.value.param == "linear_backend"
+
+
+def test_cuda_accepts_auto_and_the_dtype_backend():
+    EngineConfig(device="cuda", linear_backend="auto").validate()
+    EngineConfig(device="cuda", dtype="bfloat16", linear_backend="bf16").validate()
