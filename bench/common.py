@@ -3,7 +3,7 @@
 What lives here:
 - `setup_threads`, `machine`, `log`: the process set-up and progress output on stderr;
 - `share_target_weights`: a bench-side hook that makes every engine of one process share one copy
-  of the target weights per dtype (the model is stateless: KV caches belong to each engine's
+  of the target weights per dtype and linear backend (the model is stateless: KV caches belong to each engine's
   runner), so a dozen engines fit in memory and can be measured alternately in the same process;
 - `build_llm`: an `LLM` for one configuration (plain / MTP / DSpark, any engine flag);
 - `load_prompts`, `interleave`: held-out prompts (`adaspec.training.corpus.heldout_prompts`,
@@ -109,10 +109,11 @@ def share_target_weights() -> None:
 
     original = loader.load_model
 
-    def cached_load_model(model_dir, dtype=None, device="cpu"):
-        key = (str(Path(model_dir).resolve()), str(dtype), str(device))
+    def cached_load_model(model_dir, dtype=None, device="cpu", linear_backend="fp32", **kwargs):
+        # keyed by the requested backend: "auto" measures once, later engines reuse its choice
+        key = (str(Path(model_dir).resolve()), str(dtype), str(device), linear_backend)
         if key not in _SHARED:
-            _SHARED[key] = original(model_dir, dtype, device)
+            _SHARED[key] = original(model_dir, dtype, device, linear_backend=linear_backend, **kwargs)
         return _SHARED[key]
 
     loader.load_model = cached_load_model

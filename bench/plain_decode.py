@@ -1,9 +1,12 @@
-"""Plain-decode throughput: adaspec vs Hugging Face transformers `generate` (issue 2, item 9).
+"""Plain-decode throughput: adaspec on each linear backend vs Hugging Face transformers `generate` (issues 2, 14).
 
-In one process, both engines serve the same model (the bundled SmolLM2-135M-Instruct unless
+In one process, the engines serve the same model (the bundled SmolLM2-135M-Instruct unless
 `--model` says otherwise; HF loads the very directory adaspec converted), in the same dtype and
-thread count, greedy, with the same chat-template prompts (bench/prompts.py, 8 prompts of mixed
-lengths) and exactly `--max_tokens` new tokens per request (end of sequence ignored by both).
+thread count, greedy, with the same prompts and exactly `--max_tokens` new tokens per request (end
+of sequence ignored by all). adaspec runs once per `--linear_backends` entry (default fp32, today's
+kernels, and fp16w; `auto` is accepted and reported with what it chose). Prompts: `--prompts=builtin`
+(bench/prompts.py, 8 chat-template prompts of mixed lengths) or held-out prompts of `code`, `chat`,
+`prose` or `mixed` (adaspec.training.corpus.heldout_prompts, as bench/speculative.py renders them).
 
 For every batch size B the prompts are served in groups of B (B=1: the 8 prompts one after
 another; B=8: one call with all 8, HF left-padded with an attention mask; larger B repeats prompts).
@@ -42,7 +45,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make `bench` and `adaspec` importable from the repo
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import machine  # noqa: E402
+from bench.common import machine, parse_list  # noqa: E402
 from bench.prompts import CHAT_PROMPTS  # noqa: E402
 
 
@@ -55,6 +58,11 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="HF model directory or .gguf file; default: the bundled SmolLM2-135M-Instruct")
     p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"),
                    help="weights/activations dtype, the same for both engines")
+    p.add_argument("--linear_backends", default="fp32,fp16w",
+                   help="comma-separated adaspec --linear_backend values to run side by side (auto, fp32, fp16w, bf16, int8)")
+    p.add_argument("--prompts", default="builtin", choices=("builtin", "code", "chat", "prose", "mixed"),
+                   help="builtin: bench/prompts.py chat prompts; else held-out prompts of that source")
+    p.add_argument("--num_prompts", type=int, default=8, help="held-out prompts (ignored with --prompts=builtin)")
     p.add_argument("--threads", type=int, default=1,
                    help="torch threads for both engines (>1 sets OMP_WAIT_POLICY=PASSIVE, see NOTES.md)")
     p.add_argument("--max_tokens", type=int, default=64,
@@ -79,6 +87,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     if args.max_tokens < 2 and args.decode_only == "true":
         p.error("--max_tokens must be >= 2 for the decode-only figure (or pass --decode_only=false)")
     args.decode_only = args.decode_only == "true"
+    args.linear_backends = parse_list(args.linear_backends, str, ("auto", "fp32", "fp16w", "bf16", "int8"),
+                                      name="linear_backends")
     return args
 
 
@@ -91,13 +101,14 @@ def groups_for(prompts: list[list[int]], batch_size: int) -> list[list[list[int]
 
 
 class AdaspecEngine:
-    name = "adaspec"
-
-    def __init__(self, model, dtype: str, threads: int, max_batch: int):
+    def __init__(self, model, dtype: str, threads: int, max_batch: int, linear_backend: str = "fp32"):
         from adaspec.engine.llm_engine import LLM
         from adaspec.sampling_params import SamplingParams
 
-        self.llm = LLM(model=model, dtype=dtype, threads=threads, max_seqs_per_batch=max_batch)
+        self.llm = LLM(model=model, dtype=dtype, threads=threads, max_seqs_per_batch=max_batch,
+                       linear_backend=linear_backend)
+        self.backend = self.llm.engine.linear_backend
+        self.name = f"adaspec-{linear_backend}" + (f"({self.backend})" if linear_backend == "auto" else "")
         self._params = SamplingParams
         self.model_dir = self.llm.engine.model_dir
 
@@ -178,14 +189,21 @@ def main(argv=None) -> int:
 
     torch.set_num_threads(args.threads)
     max_batch = max(args.batch_sizes)
-    ada = AdaspecEngine(args.model, args.dtype, args.threads, max_batch)
-    prompts = [ada.chat_ids(t) for t in CHAT_PROMPTS]
+    adas = [AdaspecEngine(args.model, args.dtype, args.threads, max_batch, b) for b in args.linear_backends]
+    ada = adas[0]
     tok = ada.llm.tokenizer
+    if args.prompts == "builtin":
+        prompts = [ada.chat_ids(t) for t in CHAT_PROMPTS]
+    else:
+        from bench.common import prompt_sets
+
+        prompts = [list(p.ids) for p in prompt_sets(tok, [args.prompts], args.num_prompts, 192, "auto")[args.prompts]]
     pad = tok.hf_tokenizer.pad_token_id
     pad = pad if pad is not None else min(tok.eos_token_ids)
     hf = HFEngine(ada.model_dir, args.dtype, pad)
-    torch.set_num_threads(args.threads)  # both engines, whatever either library did while loading
-    engines = [ada, hf]
+    torch.set_num_threads(args.threads)  # all engines, whatever either library did while loading
+    engines = adas + [hf]
+    names = [e.name for e in adas]
 
     lens = [len(p) for p in prompts]
     info = {
@@ -196,7 +214,8 @@ def main(argv=None) -> int:
         "torch": torch.__version__, "transformers": transformers.__version__, "python": platform.python_version(),
         "model_dir": str(ada.model_dir), "dtype": args.dtype, "threads": args.threads,
         "max_tokens": args.max_tokens, "repeats": args.repeats, "batch_sizes": args.batch_sizes,
-        "prompt_tokens": lens,
+        "prompt_tokens": lens, "prompts": args.prompts,
+        "linear_backends": {e.name: e.backend for e in adas},
     }
     print(f"# plain decode: {info['machine']}; torch {info['torch']}, transformers {info['transformers']}", flush=True)
     print(f"# dtype={args.dtype} threads={args.threads} max_tokens={args.max_tokens} repeats={args.repeats} "
@@ -246,42 +265,53 @@ def main(argv=None) -> int:
                     row[f"{e.name}_{clock}_first_s"] = first
                     row[f"{e.name}_{clock}_decode_tok_s"] = (
                         n_req * (args.max_tokens - 1) / (full - first) if full > first else None)
-            row[f"{clock}_ratio"] = row[f"adaspec_{clock}_tok_s"] / row[f"hf_{clock}_tok_s"]
-            if args.decode_only and row[f"adaspec_{clock}_decode_tok_s"] and row[f"hf_{clock}_decode_tok_s"]:
-                row[f"{clock}_decode_ratio"] = row[f"adaspec_{clock}_decode_tok_s"] / row[f"hf_{clock}_decode_tok_s"]
-        row["greedy_match_vs_hf"] = compare(tokens[b]["adaspec"], tokens[b]["hf"])
-        if b != 1 and 1 in tokens:  # the engine's promise: batched greedy output = each prompt alone
-            alone = {tuple(p): o for p, o in zip(prompts, tokens[1]["adaspec"])}
-            expected = [alone[tuple(p)] for g in groups_for(prompts, b) for p in g]
-            row["adaspec_batch_equals_alone"] = compare(tokens[b]["adaspec"], expected)
+            for n in names:
+                row[f"{n}_{clock}_vs_hf"] = row[f"{n}_{clock}_tok_s"] / row[f"hf_{clock}_tok_s"]
+                row[f"{n}_{clock}_vs_first"] = row[f"{n}_{clock}_tok_s"] / row[f"{names[0]}_{clock}_tok_s"]
+                if args.decode_only and row[f"{n}_{clock}_decode_tok_s"] and row[f"hf_{clock}_decode_tok_s"]:
+                    row[f"{n}_{clock}_decode_vs_hf"] = row[f"{n}_{clock}_decode_tok_s"] / row[f"hf_{clock}_decode_tok_s"]
+        for n in names:
+            row[f"{n}_greedy_match_vs_hf"] = compare(tokens[b][n], tokens[b]["hf"])
+            row[f"{n}_greedy_match_vs_first"] = compare(tokens[b][n], tokens[b][names[0]])
+            if b != 1 and 1 in tokens:  # the engine's promise: batched greedy output = each prompt alone
+                alone = {tuple(p): o for p, o in zip(prompts, tokens[1][n])}
+                expected = [alone[tuple(p)] for g in groups_for(prompts, b) for p in g]
+                row[f"{n}_batch_equals_alone"] = compare(tokens[b][n], expected)
         rows.append(row)
 
     fmt = lambda v: f"{v:.1f}" if v else "n/a"  # noqa: E731
     fmx = lambda v: f"{v:.2f}×" if v else "n/a"  # noqa: E731
     for clock, title in (("wall", "wall clock"), ("cpu", "process CPU time (robust to other jobs on the core)")):
-        print(f"\nmedian output tokens/s, {title}; decode = {args.max_tokens - 1} tokens after the first, prefill excluded")
-        head, sep = "| batch | adaspec tok/s | HF tok/s | adaspec/HF |", "|---:|---:|---:|---:|"
+        print(f"\nmedian output tokens/s, {title}; prefill included; decode = {args.max_tokens - 1} tokens after "
+              f"the first, prefill excluded; × {names[0]} and × HF")
+        head = "| batch | engine | tok/s | × " + names[0] + " | × HF |"
+        sep = "|---:|---|---:|---:|---:|"
         if args.decode_only:
-            head += " adaspec decode tok/s | HF decode tok/s | decode adaspec/HF |"
-            sep += "---:|---:|---:|"
+            head += " decode tok/s | decode × HF |"
+            sep += "---:|---:|"
         print(head)
         print(sep)
         for r in rows:
-            line = (f"| {r['batch_size']} | {fmt(r[f'adaspec_{clock}_tok_s'])} | {fmt(r[f'hf_{clock}_tok_s'])} | "
-                    f"{fmx(r[f'{clock}_ratio'])} |")
-            if args.decode_only:
-                line += (f" {fmt(r[f'adaspec_{clock}_decode_tok_s'])} | {fmt(r[f'hf_{clock}_decode_tok_s'])} | "
-                         f"{fmx(r.get(f'{clock}_decode_ratio'))} |")
-            print(line)
+            for n in names + ["hf"]:
+                line = (f"| {r['batch_size']} | {n} | {fmt(r[f'{n}_{clock}_tok_s'])} | "
+                        f"{fmx(r.get(f'{n}_{clock}_vs_first'))} | {fmx(r.get(f'{n}_{clock}_vs_hf'))} |")
+                if args.decode_only:
+                    line += f" {fmt(r[f'{n}_{clock}_decode_tok_s'])} | {fmx(r.get(f'{n}_{clock}_decode_vs_hf'))} |"
+                print(line)
     print()
     for r in rows:
-        m = r["greedy_match_vs_hf"]
-        print(f"greedy tokens, adaspec vs HF, B={r['batch_size']}: {m['sequences_equal']}/{m['sequences']} sequences "
-              f"identical, mean {100 * m['mean_prefix_fraction']:.1f}% of tokens before the first divergence")
-        if "adaspec_batch_equals_alone" in r:
-            m = r["adaspec_batch_equals_alone"]
-            print(f"greedy tokens, adaspec B={r['batch_size']} vs adaspec B=1: {m['sequences_equal']}/{m['sequences']} "
-                  "sequences identical")
+        for n in names:
+            m = r[f"{n}_greedy_match_vs_hf"]
+            print(f"greedy tokens, {n} vs HF, B={r['batch_size']}: {m['sequences_equal']}/{m['sequences']} sequences "
+                  f"identical, mean {100 * m['mean_prefix_fraction']:.1f}% of tokens before the first divergence")
+            if n != names[0]:
+                m = r[f"{n}_greedy_match_vs_first"]
+                print(f"greedy tokens, {n} vs {names[0]}, B={r['batch_size']}: {m['sequences_equal']}/{m['sequences']} "
+                      f"identical, mean {100 * m['mean_prefix_fraction']:.1f}% of tokens before the first divergence")
+            if f"{n}_batch_equals_alone" in r:
+                m = r[f"{n}_batch_equals_alone"]
+                print(f"greedy tokens, {n} B={r['batch_size']} vs B=1: {m['sequences_equal']}/{m['sequences']} "
+                      "sequences identical")
 
     if args.json_out:
         result = {"info": info, "results": rows,

@@ -2,7 +2,7 @@
 
 In one process: plain decoding, MTP with k = 1..5 draft steps and DSpark with width w = 5 and 7
 (the shipped drafts unless --mtp_draft / --dspark_draft say otherwise), at several batch sizes, in
-float32 and bfloat16, on held-out code, chat and prose prompts (`adaspec.training.corpus.
+float32 (on each --linear_backends kernel, issue 14) and bfloat16, on held-out code, chat and prose prompts (`adaspec.training.corpus.
 heldout_prompts`: text `adaspec train-draft` never reads). Greedy, at most --max_tokens new tokens
 per request; end of sequence is honoured unless --ignore_eos, so tokens/s counts the tokens
 actually produced.
@@ -61,6 +61,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "(it is the baseline and the greedy reference)")
     p.add_argument("--batch_sizes", default="1,4,16", help="comma-separated: most requests running at once")
     p.add_argument("--dtypes", default="float32,bfloat16", help="comma-separated: float32, bfloat16")
+    p.add_argument("--linear_backends", default="fp32",
+                   help="comma-separated --linear_backend values run side by side for float32 (auto, fp32, fp16w, "
+                        "bf16, int8; issue 14); bfloat16 always runs its own kernels")
     p.add_argument("--sources", default="code,chat,prose",
                    help="comma-separated held-out prompt sources: code, chat, prose, mixed (interleaves the three)")
     p.add_argument("--num_prompts", type=int, default=4,
@@ -90,6 +93,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     args.configs = ["plain"] + args.configs
     args.batch_sizes = common.parse_list(args.batch_sizes, int, name="batch_sizes")
     args.dtypes = common.parse_list(args.dtypes, str, ("float32", "bfloat16"), name="dtypes")
+    args.linear_backends = common.parse_list(args.linear_backends, str, ("auto", "fp32", "fp16w", "bf16", "int8"),
+                                             name="linear_backends")
     args.sources = common.parse_list(args.sources, str, ("code", "chat", "prose", "mixed"), name="sources")
     for name in ("num_prompts", "max_tokens", "repeats", "threads", "prompt_tokens"):
         if getattr(args, name) < 1:
@@ -99,19 +104,30 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
-def build_engines(args, dtype: str) -> dict:
+def build_engines(args, dtype: str, backend: str = "fp32") -> dict:
     engines = {}
     for name in args.configs:
         algo, width = parse_config(name)
         draft = args.mtp_draft if algo == "MTP" else args.dspark_draft if algo == "DSpark" else None
         t0 = time.perf_counter()
         engines[name] = common.build_llm(dtype, algo, width, draft, max_seqs=max(args.batch_sizes),
-                                         max_model_len=args.max_model_len, threads=args.threads)
-        log(f"[bench] {dtype} {name}: engine ready in {time.perf_counter() - t0:.1f} s")
+                                         max_model_len=args.max_model_len, threads=args.threads,
+                                         linear_backend=backend)
+        log(f"[bench] {dtype} {name}: engine ready in {time.perf_counter() - t0:.1f} s "
+            f"(linear backend {engines[name].engine.linear_backend})")
     return engines
 
 
-def summarize_cell(args, dtype, B, source, runs: dict) -> list[dict]:
+def targets(args) -> list[tuple[str, str]]:
+    """(dtype, --linear_backend) pairs: every backend for float32, the dtype's own kernels otherwise."""
+    return [(d, b) for d in args.dtypes for b in (args.linear_backends if d == "float32" else ["auto"])]
+
+
+def label(dtype: str, backend: str) -> str:
+    return dtype if backend in ("auto", "fp32") and dtype != "float32" else f"{dtype}/{backend}"
+
+
+def summarize_cell(args, dtype, B, source, runs: dict, backend: str = "fp32") -> list[dict]:
     """Median per configuration, ratio to plain, exactness against plain."""
     clock = "cpu_s" if args.clock == "cpu" else "wall_s"
     ref = runs["plain"][0].outputs
@@ -123,7 +139,8 @@ def summarize_cell(args, dtype, B, source, runs: dict) -> list[dict]:
         cmp = common.compare_tokens(rs[0].outputs, ref)
         same_between_repeats = all(r.outputs == rs[0].outputs for r in rs)
         row = {
-            "dtype": dtype, "batch_size": B, "source": source, "config": name,
+            "dtype": dtype, "linear_backend": backend, "target": label(dtype, backend),
+            "batch_size": B, "source": source, "config": name,
             "requests": len(ref), "tokens": rs[0].tokens,
             "wall_tok_s": tok_s["wall_s"], "cpu_tok_s": tok_s["cpu_s"],
             "ratio_to_plain": (tok_s[clock] / base) if base else None,
@@ -136,26 +153,26 @@ def summarize_cell(args, dtype, B, source, runs: dict) -> list[dict]:
         if name != "plain" and cmp["equal"] != cmp["sequences"]:
             where = cmp["first_difference"]
             if dtype == "float32":
-                print(f"MISMATCH: {dtype} B={B} {source} {name}: {cmp['sequences'] - cmp['equal']}/{cmp['sequences']} "
+                print(f"MISMATCH: {label(dtype, backend)} B={B} {source} {name}: {cmp['sequences'] - cmp['equal']}/{cmp['sequences']} "
                       f"sequences differ from plain greedy (first at prompt {where[0]}, token {where[1]})", flush=True)
             else:
-                print(f"note: {dtype} B={B} {source} {name}: {cmp['sequences'] - cmp['equal']}/{cmp['sequences']} "
+                print(f"note: {label(dtype, backend)} B={B} {source} {name}: {cmp['sequences'] - cmp['equal']}/{cmp['sequences']} "
                       f"sequences differ from plain greedy (bfloat16 rounding; first at prompt {where[0]}, "
                       f"token {where[1]})", flush=True)
         if not same_between_repeats:
-            print(f"note: {dtype} B={B} {source} {name}: greedy output changed between repeats", flush=True)
+            print(f"note: {label(dtype, backend)} B={B} {source} {name}: greedy output changed between repeats", flush=True)
         rows.append(row)
     return rows
 
 
 def print_tables(args, rows: list[dict]) -> None:
     clock = "CPU" if args.clock == "cpu" else "wall"
-    for dtype in args.dtypes:
+    for tgt in dict.fromkeys(r["target"] for r in rows):
         for source in args.sources:
-            sel = [r for r in rows if r["dtype"] == dtype and r["source"] == source]
+            sel = [r for r in rows if r["target"] == tgt and r["source"] == source]
             if not sel:
                 continue
-            print(f"\n### {dtype}, {source} prompts (max_tokens {args.max_tokens}; ratio = tok/s over plain, {clock} clock)\n")
+            print(f"\n### {tgt}, {source} prompts (max_tokens {args.max_tokens}; ratio = tok/s over plain, {clock} clock)\n")
             head = ["B", "config", "tok/s wall", "tok/s CPU", "× plain", "TPOT ms", "acc. length", "acc. rate",
                     "per-position acceptance", "= plain"]
             body = []
@@ -167,18 +184,20 @@ def print_tables(args, rows: list[dict]) -> None:
                              f"{eq['equal']}/{eq['sequences']}"])
             print(markdown_table(head, body, "rl" + "r" * 6 + "lr"))
     print("\n### best speculative configuration per cell\n")
-    head = ["dtype", "source", "B", "best", "× plain", "acc. length"]
+    head = ["target", "source", "B", "plain tok/s", "best", "tok/s", "× plain", "acc. length"]
     body = []
-    for dtype in args.dtypes:
+    key = "cpu_tok_s" if args.clock == "cpu" else "wall_tok_s"
+    for tgt in dict.fromkeys(r["target"] for r in rows):
         for source in args.sources:
             for B in args.batch_sizes:
-                sel = [r for r in rows if (r["dtype"], r["source"], r["batch_size"]) == (dtype, source, B)
-                       and r["config"] != "plain" and r["ratio_to_plain"] is not None]
+                cell = [r for r in rows if (r["target"], r["source"], r["batch_size"]) == (tgt, source, B)]
+                sel = [r for r in cell if r["config"] != "plain" and r["ratio_to_plain"] is not None]
+                plain = next((r for r in cell if r["config"] == "plain"), None)
                 if sel:
                     best = max(sel, key=lambda r: r["ratio_to_plain"])
-                    body.append([dtype, source, B, best["config"], fmt_ratio(best["ratio_to_plain"]),
-                                 fmt(best["acceptance_length"], 2)])
-    print(markdown_table(head, body, "llrlrr"))
+                    body.append([tgt, source, B, fmt(plain[key]) if plain else "–", best["config"], fmt(best[key]),
+                                 fmt_ratio(best["ratio_to_plain"]), fmt(best["acceptance_length"], 2)])
+    print(markdown_table(head, body, "llrrlrrr"))
 
 
 def main(argv=None) -> int:
@@ -196,8 +215,8 @@ def main(argv=None) -> int:
           f"repeats={args.repeats} clock={args.clock}", flush=True)
     t_start = time.perf_counter()
     all_rows: list[dict] = []
-    for dtype in args.dtypes:
-        engines = build_engines(args, dtype)
+    for dtype, backend in targets(args):
+        engines = build_engines(args, dtype, backend)
         tok = engines["plain"].tokenizer
         n_max = max(args.num_prompts, max(args.batch_sizes))
         sets = common.prompt_sets(tok, args.sources, n_max, args.prompt_tokens, args.chat_template)
@@ -215,10 +234,10 @@ def main(argv=None) -> int:
                         run = common.serve(engines[name], stream, B, args.max_tokens, args.ignore_eos)
                         runs[name].append(run)
                         acc = run.stats["mean_acceptance_length"]
-                        log(f"  [{time.perf_counter() - t_start:6.0f} s] {dtype} B={B} {source} rep {rep + 1} "
+                        log(f"  [{time.perf_counter() - t_start:6.0f} s] {label(dtype, backend)} B={B} {source} rep {rep + 1} "
                             f"{name:8s} {run.tokens} tok in {run.wall_s:6.2f} s wall / {run.cpu_s:6.2f} s CPU "
                             f"= {run.tokens / run.wall_s:6.1f} tok/s" + (f", acc. length {acc:.2f}" if acc else ""))
-                all_rows += summarize_cell(args, dtype, B, source, runs)
+                all_rows += summarize_cell(args, dtype, B, source, runs, backend)
         del engines
         common.drop_shared_weights()
 
