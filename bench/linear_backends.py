@@ -200,7 +200,7 @@ def print_quality(res: dict, args) -> None:
     print(f"\n### quality against fp32 (teacher-forced: {args.ppl_passages} held-out prose + code passages × "
           f"{args.ppl_tokens} tokens; greedy: {len(res['fp32'].get('prompts', res[QUALITY_BACKENDS[0]]['prompts']))} "
           f"held-out prompts × {args.max_tokens} tokens, batch 1)\n")
-    head = ["backend", "max |Δlogit|", "mean |Δlogit|", "ppl prose", "ppl code", "greedy = fp32", "first divergence"]
+    head = ["backend", "max abs Δlogit", "mean abs Δlogit", "ppl prose", "ppl code", "greedy = fp32", "first divergence"]
     body = []
     for b, r in res.items():
         n = len(r.get("first_divergence", []))

@@ -1,6 +1,7 @@
 """Where the time of one round goes: torch.profiler of a B=1 plain step and a B=1 MTP round (issue 14).
 
-One engine per configuration (--linear_backend, default auto), one held-out code prompt, prefilled
+One engine per configuration (--linear_backend, default auto), --batch_size held-out code prompts
+(default 1), prefilled
 and decoded for --warmup rounds, then --steps rounds profiled. Bench-side annotations
 (`record_function` around the drafter's `draft`, the target's `logits` and the round runner's
 `sample` / `count_accepted`) mark the draft, the LM head and sampling; the remaining ops of the
@@ -39,6 +40,7 @@ def parse_args(argv=None):
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--linear_backend", default="auto", help="--linear_backend of both engines")
     p.add_argument("--mtp_k", type=int, default=3, help="MTP draft steps of the speculative round")
+    p.add_argument("--batch_size", type=int, default=1, help="requests decoding together")
     p.add_argument("--warmup", type=int, default=8, help="rounds before profiling")
     p.add_argument("--steps", type=int, default=24, help="rounds profiled (and timed unprofiled)")
     p.add_argument("--json_out", default=None, help="write the results to this JSON file")
@@ -94,7 +96,7 @@ def group_of(event) -> str:
     return "other target ops"
 
 
-def profile_config(llm, prompt, args) -> dict:
+def profile_config(llm, prompts, args) -> dict:
     import torch
 
     from adaspec.sampling_params import SamplingParams
@@ -102,8 +104,9 @@ def profile_config(llm, prompt, args) -> dict:
     engine = llm.engine
     params = SamplingParams(temperature=0, max_tokens=args.warmup + 3 * args.steps * (args.mtp_k + 1) + 8,
                             ignore_eos=True)
-    engine.add_request(list(prompt.ids), params)
-    while not any(r.prefilled for r in engine.requests.values()):
+    for prompt in prompts:
+        engine.add_request(list(prompt.ids), params)
+    while not all(r.prefilled for r in engine.requests.values()):
         engine.step()
     for _ in range(args.warmup):
         engine.step()
@@ -143,15 +146,16 @@ def main(argv=None) -> int:
     configs = {"plain": ("none", None), f"mtp{args.mtp_k}": ("MTP", args.mtp_k)}
     result = {"info": info, "configs": {}}
     for name, (algo, k) in configs.items():
-        llm = common.build_llm("float32", algo, k, max_seqs=1, max_model_len=1024, linear_backend=args.linear_backend)
-        prompt = common.load_prompts(llm.tokenizer, "code", 1)[0]
-        r = profile_config(llm, prompt, args)
+        llm = common.build_llm("float32", algo, k, max_seqs=args.batch_size, max_model_len=1024,
+                               linear_backend=args.linear_backend)
+        prompts = common.load_prompts(llm.tokenizer, "code", args.batch_size)
+        r = profile_config(llm, prompts, args)
         r["linear_backend"] = llm.engine.linear_backend
         result["configs"][name] = r
         log(f"[bench] {name}: {r['round_ms_cpu']:.1f} ms CPU per round, {r['tokens_per_round']:.2f} tokens per round")
         del llm
     backend = next(iter(result["configs"].values()))["linear_backend"]
-    print(f"\n### one B=1 round on {backend}, ms per round (profiled; share of the profiled round)\n")
+    print(f"\n### one B={args.batch_size} round on {backend}, ms per round (profiled; share of the profiled round)\n")
     head = ["group"] + list(result["configs"])
     body = []
     for g in GROUPS:

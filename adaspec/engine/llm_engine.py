@@ -66,7 +66,9 @@ def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
 
 class LLMEngine:
     def __init__(self, config: EngineConfig, drafter=None):
-        """`drafter`: an object following drafts.base.Drafter, used instead of loading one."""
+        """`drafter`: an object following drafts.base.Drafter, used instead of loading one. A drafter
+        that is an `nn.Module` gets the target's linear backend in place (models/linear.pack_module:
+        inference only, so never pass a draft that is still being trained)."""
         from ..models.linear import pack_module
         from ..models.linear_select import check_rows
         from ..models.loader import load_model, resolve_model
