@@ -87,6 +87,7 @@ class LLMEngine:
         # verify rows may run num_draft_tokens positions past the context limit before being cut
         self.cache_len = cache_len = self.max_model_len + self.num_draft_tokens + 1
         runner = ModelRunner(self.model, config.max_seqs_per_batch, cache_len, self.device)
+        self.kv_cache = runner.kv  # the target's KV cache (engine/fork.py copies slots of it)
         self.drafter = None
         if config.speculative and drafter is not None:
             self.drafter = drafter
@@ -193,7 +194,7 @@ class LLMEngine:
 
     def _launch(self, executor=None):
         """Schedule and plan the next round; run it (or submit it to `executor`)."""
-        batch = self.scheduler.schedule(rows_per_decode=1 + self.num_draft_tokens)
+        batch = self.scheduler.schedule(verify_cap=self.verify_cap)
         if not batch:
             return None
         self.round_id += 1
@@ -236,19 +237,22 @@ class LLMEngine:
         """How much each decoding request speculates this round: fixed width, or the controller's.
 
         A request never verifies more draft tokens than it may still emit: tokens past max_tokens
-        or the context limit would be thrown away, so verifying them is wasted work.
+        or the context limit would be thrown away, so verifying them is wasted work. Nor more than
+        the step's row budget left after prefill (the scheduler's cut caps, `verify_cap`).
         """
         decoding = [c.request for c in batch.chunks if c.is_decode]
-        K = self.num_draft_tokens
-        if not K:
+        if not self.num_draft_tokens:
             return RoundPlan.plain(len(decoding))
-        caps = tuple(
-            max(0, min(K, r.params.max_tokens - len(r.output_token_ids) - 1, self.max_model_len - r.num_tokens - 1))
-            for r in decoding
-        )
+        # the scheduler charged these rows (verify_cap), cut where the step's row budget ran out
+        caps = tuple(c.verify_cap for c in batch.chunks if c.is_decode)
         if self.control is not None:
             return self.control.plan(decoding, caps, round_id)
-        return RoundPlan(K, caps, round_id=round_id)
+        return RoundPlan(self.num_draft_tokens, caps, round_id=round_id)
+
+    def verify_cap(self, r: Request) -> int:
+        """Draft tokens request `r` may verify this round: the width, less what it may still emit."""
+        K = self.num_draft_tokens
+        return max(0, min(K, r.params.max_tokens - len(r.output_token_ids) - 1, self.max_model_len - r.num_tokens - 1))
 
     def commit(self, batch: ScheduledBatch, result) -> list[Request]:
         """Advance cache lengths (rejected rows are dropped by not counting them) and append tokens.

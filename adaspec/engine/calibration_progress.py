@@ -1,0 +1,98 @@
+"""The calibration progress bar: counted in rounds, with an ETA from the round costs measured so far.
+
+Points differ in cost by an order of magnitude (a round at Bcap 16 and full width costs ~15x one
+at Bcap 1 on one CPU core), so neither points nor tqdm's own rate (rounds done / time) give an
+honest ETA while the cheap points run first. `eta_seconds` prices every remaining round instead:
+its point's own measured wall time per round once a window of it was timed, otherwise a least-squares fit of
+cost ~ 1 + rows + Bcap over the windows timed so far (rows: the round's target rows). Before the
+first window there is no estimate ("ETA ?"). Re-measured points add their rounds to the total.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Callable, Sequence
+
+import numpy as np
+
+
+def predict_cost(observed: Sequence[tuple[int, int, float]], bcap: int, rows: int) -> float | None:
+    """Seconds per round at (bcap, rows) from observed (bcap, rows, seconds); None without data."""
+    if not observed:
+        return None
+    obs = np.array(observed, dtype=np.float64)
+    b, r, y = obs[:, 0], obs[:, 1], obs[:, 2]
+    ones = np.ones(len(obs))
+    for a, feats in ((np.column_stack([ones, r, b]), [1.0, rows, bcap]), (np.column_stack([ones, r]), [1.0, rows])):
+        if np.linalg.matrix_rank(a) == a.shape[1]:
+            coef, *_ = np.linalg.lstsq(a, y, rcond=None)
+            return max(float(np.dot(coef, feats)), 0.5 * float(y.min()))
+    # one shape seen so far: assume half of a round is fixed cost and half grows with its rows
+    return float(y.mean()) * (0.5 + 0.5 * rows / max(1.0, float(r.mean())))
+
+
+def eta_seconds(remaining: dict[tuple[int, int], int], own: dict[tuple[int, int], float],
+                observed: Sequence[tuple[int, int, float]], rows_of: Callable[[int, int], int]) -> float | None:
+    """Seconds left: remaining rounds per point x (the point's own measured cost or the fit)."""
+    total = 0.0
+    for (bcap, x), n in remaining.items():
+        if n <= 0:
+            continue
+        c = own.get((bcap, x))
+        if c is None:
+            c = predict_cost(observed, bcap, rows_of(bcap, x))
+        if c is None:
+            return None
+        total += n * c
+    return total
+
+
+def _fmt(seconds: float | None) -> str:
+    if seconds is None:
+        return "ETA ?"
+    m, s = divmod(int(round(seconds)), 60)
+    return f"ETA {m}:{s:02d}"
+
+
+class RoundProgress:
+    """tqdm bar over every planned calibration round (warm-up and timed)."""
+
+    def __init__(self, points: Sequence[tuple[int, int]], rounds_per_point: int, rows_of: Callable[[int, int], int],
+                 desc: str, enabled: bool = True):
+        self.remaining = {p: rounds_per_point for p in points}
+        self.own: dict[tuple[int, int], float] = {}
+        self.observed: list[tuple[int, int, float]] = []
+        self.rows_of = rows_of
+        self.bar = None
+        if enabled:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=sum(self.remaining.values()), desc=desc, unit="round", file=sys.stderr,
+                            bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} rounds "
+                                       "[{elapsed}, {postfix}]", postfix="ETA ?")
+        self.t0 = time.perf_counter()
+
+    def advance(self, bcap: int, x: int, rounds: int, wall_per_round: float | None) -> None:
+        key = (bcap, x)
+        self.remaining[key] = self.remaining.get(key, 0) - rounds
+        if wall_per_round is not None:
+            self.own[key] = wall_per_round
+            self.observed.append((bcap, self.rows_of(bcap, x), wall_per_round))
+        if self.bar is not None:
+            self.bar.update(rounds)
+            self.bar.set_postfix_str(_fmt(self.eta()), refresh=False)
+
+    def add_rounds(self, bcap: int, x: int, rounds: int) -> None:
+        """A re-measured point: its extra rounds join the total."""
+        self.remaining[(bcap, x)] = self.remaining.get((bcap, x), 0) + rounds
+        if self.bar is not None:
+            self.bar.total += rounds
+            self.bar.refresh()
+
+    def eta(self) -> float | None:
+        return eta_seconds(self.remaining, self.own, self.observed, self.rows_of)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
