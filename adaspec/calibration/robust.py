@@ -108,20 +108,28 @@ def noise_summary(stats: Sequence[PointStats], policy: NoisePolicy, clock: str, 
     return text
 
 
-def trust_warning(stats: Sequence[PointStats], heldout_median: float | None, policy: NoisePolicy) -> str | None:
-    """One warning line when the table is too noisy to trust, else None."""
+def trust_warning(stats: Sequence[PointStats], heldout_median: float | None, policy: NoisePolicy,
+                  model: str = "additive") -> str | None:
+    """One warning line when the table is too noisy to trust, else None. It says why: timing noise
+    (points left unresolved) or a model that does not fit consistent measurements."""
     unresolved = sum(not s.resolved for s in stats)
+    noisy = bool(stats) and unresolved / len(stats) > policy.trust_unresolved
+    bad_fit = heldout_median is not None and heldout_median > policy.trust_heldout
+    if not (noisy or bad_fit):
+        return None
     reasons = []
-    if heldout_median is not None and heldout_median > policy.trust_heldout:
+    if bad_fit:
         reasons.append(f"held-out median error {100 * heldout_median:.1f}% > {100 * policy.trust_heldout:.0f}%")
-    if stats and unresolved / len(stats) > policy.trust_unresolved:
+    if noisy:
         reasons.append(f"{unresolved} of {len(stats)} points still spread more than {100 * policy.tolerance:.0f}% "
                        "after re-measuring")
-    if not reasons:
-        return None
-    return ("[adaspec] WARNING: the cost table is too noisy to trust (" + "; ".join(reasons) + "): the machine "
-            "was busy while calibrating; recalibrate on a quieter machine (pin the engine to a free core with "
-            "taskset) or load a table saved there with --adaptive_target_verify_cost_table")
+        why = ("the machine was busy while calibrating; recalibrate on a quieter machine (pin the engine to a "
+               "free core with taskset) or load a table saved there with --adaptive_target_verify_cost_table")
+    else:
+        why = (f"every point's windows agree, so this is the {model} model not fitting these costs rather than "
+               "noise; the controllers still use it: calibrate a denser grid (--graph_decode_batch_sizes) "
+               f"or try another model (\"model\" in the calibration file)")
+    return "[adaspec] WARNING: the cost table is not to be trusted (" + "; ".join(reasons) + "): " + why
 
 
 def heldout_line(heldout: dict) -> str:

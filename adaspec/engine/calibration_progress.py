@@ -3,8 +3,9 @@
 Points differ in cost by an order of magnitude (a round at Bcap 16 and full width costs ~15x one
 at Bcap 1 on one CPU core), so neither points nor tqdm's own rate (rounds done / time) give an
 honest ETA while the cheap points run first. `eta_seconds` prices every remaining round instead:
-its point's own measured wall time per round once a window of it was timed, otherwise a least-squares fit of
-cost ~ 1 + rows + Bcap over the windows timed so far (rows: the round's target rows). Before the
+its point's own measured wall time per round once a window of it was timed, otherwise a
+prediction from the windows timed so far (`predict_cost`: the bucket's base cost times the growth
+with rows per request seen in the largest bucket measured so far). Before the
 first window there is no estimate ("ETA ?"). Re-measured points add their rounds to the total.
 """
 
@@ -18,18 +19,37 @@ import numpy as np
 
 
 def predict_cost(observed: Sequence[tuple[int, int, float]], bcap: int, rows: int) -> float | None:
-    """Seconds per round at (bcap, rows) from observed (bcap, rows, seconds); None without data."""
+    """Seconds per round at (bcap, rows) from observed (bcap, rows, seconds); None without data.
+
+    A round's cost is its bucket's base (the cheapest measured point of the bucket, or a line
+    through the other buckets' bases over Bcap) times a relative growth with rows per request,
+    taken from the largest bucket measured at more than one row count (a bucket never measured
+    beyond its base: half fixed cost, half proportional to rows)."""
     if not observed:
         return None
-    obs = np.array(observed, dtype=np.float64)
-    b, r, y = obs[:, 0], obs[:, 1], obs[:, 2]
-    ones = np.ones(len(obs))
-    for a, feats in ((np.column_stack([ones, r, b]), [1.0, rows, bcap]), (np.column_stack([ones, r]), [1.0, rows])):
-        if np.linalg.matrix_rank(a) == a.shape[1]:
-            coef, *_ = np.linalg.lstsq(a, y, rcond=None)
-            return max(float(np.dot(coef, feats)), 0.5 * float(y.min()))
-    # one shape seen so far: assume half of a round is fixed cost and half grows with its rows
-    return float(y.mean()) * (0.5 + 0.5 * rows / max(1.0, float(r.mean())))
+    by_b: dict[int, dict[float, float]] = {}
+    for b, r, c in observed:
+        by_b.setdefault(int(b), {})[r / b] = c
+    bases = {b: pts[min(pts)] for b, pts in by_b.items()}
+    if bcap in by_b:
+        base, q0 = bases[bcap], min(by_b[bcap])
+    elif len(bases) >= 2:
+        bs = sorted(bases)
+        slope, icpt = np.polyfit(np.array(bs, dtype=float), np.array([bases[b] for b in bs]), 1)
+        base, q0 = max(float(icpt + slope * bcap), min(bases.values())), 1.0
+    else:
+        (b0, c0), = bases.items()
+        base, q0 = c0 * (0.5 + 0.5 * bcap / b0), 1.0
+    q = rows / bcap
+    shaped = [b for b, pts in by_b.items() if len(pts) >= 2]
+    if not shaped:
+        return base * (0.5 + 0.5 * q / q0)
+    ref = by_b[bcap] if bcap in shaped else by_b[max(shaped)]
+    qs = sorted(ref)
+    rel = np.array([ref[x] / ref[qs[0]] for x in qs])
+    grow = float(np.interp(q, qs, rel)) if q <= qs[-1] else float(
+        rel[-1] + (rel[-1] - rel[-2]) / (qs[-1] - qs[-2]) * (q - qs[-1]))
+    return base * max(grow, 0.1) / float(np.interp(q0, qs, rel))
 
 
 def eta_seconds(remaining: dict[tuple[int, int], int], own: dict[tuple[int, int], float],
@@ -70,7 +90,7 @@ class RoundProgress:
 
             self.bar = tqdm(total=sum(self.remaining.values()), desc=desc, unit="round", file=sys.stderr,
                             bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} rounds "
-                                       "[{elapsed}, {postfix}]", postfix="ETA ?")
+                                       "[{elapsed}{postfix}]", postfix="ETA ?")
         self.t0 = time.perf_counter()
 
     def advance(self, bcap: int, x: int, rounds: int, wall_per_round: float | None) -> None:

@@ -146,7 +146,7 @@ class AdaptiveControl:
         heldout = table.metadata.heldout or {}
         if heldout:
             self.log(f"[adaspec] held-out cost error: {heldout_line(heldout)}")
-        warning = trust_warning(m.stats, heldout.get("median_rel_error"), noise)
+        warning = trust_warning(m.stats, heldout.get("median_rel_error"), noise, eff.model)
         if warning:
             self.log(warning)
         self.measurement = m
