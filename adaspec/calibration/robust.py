@@ -8,7 +8,8 @@ that can cover a whole window. Per point:
   cell's cost is based on these windows only (a burst that hit fewer windows is ignored);
 - a point whose spread exceeds `NoisePolicy.tolerance` is measured again (another set of
   `windows_per_point` windows from the same cached state), at most `max_remeasures` times per
-  point and within `extra_fraction` of the planned calibration rounds for the whole table;
+  point and within `extra_fraction` of the planned calibration rounds for the whole table (at
+  least one set);
 - what could not be resolved is reported, and `noise_report` adds one warning line when the
   table is too noisy to trust (held-out error or unresolved points above the stated limits).
 
@@ -31,8 +32,11 @@ class NoisePolicy:
     trust_heldout: float = 0.10  # held-out median error above this: the table is too noisy to trust
     trust_unresolved: float = 0.10  # share of points left above tolerance beyond which it is, too
 
-    def extra_rounds(self, planned_rounds: int) -> int:
-        return int(self.extra_fraction * planned_rounds)
+    def extra_rounds(self, planned_rounds: int, one_set: int) -> int:
+        """Re-measurement rounds allowed for a table: the stated share of the planned rounds, and at
+        least one set of windows when any share is allowed (small grids)."""
+        share = int(self.extra_fraction * planned_rounds)
+        return max(share, one_set) if self.extra_fraction > 0 else 0
 
     def describe(self) -> str:
         return (f"noise policy: a point whose consistent windows spread more than {100 * self.tolerance:.0f}% "

@@ -210,7 +210,8 @@ def measure(
     shared = can_fork(engine)
     out = Measurement([], [], clock.name, shared)
     planned = len(contexts) * sum(len(xs) for xs in grid.values()) * (warmup_steps + window_steps * windows_per_point)
-    budget = out.extra_allowed = noise.extra_rounds(planned)  # re-measurement rounds left (bounded)
+    # re-measurement rounds left for the whole table (bounded)
+    budget = out.extra_allowed = noise.extra_rounds(planned, window_steps * windows_per_point)
     t_start = time.perf_counter()
     for prefill, min_kv, max_kv in contexts:
         load = SharedPrefixLoad(engine, prefill, g, width) if shared else None
