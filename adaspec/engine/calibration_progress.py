@@ -80,7 +80,9 @@ class RoundProgress:
 
     def __init__(self, points: Sequence[tuple[int, int]], rounds_per_point: int, rows_of: Callable[[int, int], int],
                  desc: str, enabled: bool = True):
-        self.remaining = {p: rounds_per_point for p in points}
+        self.remaining: dict[tuple[int, int], int] = {}
+        for p in points:  # a point measured in several context ranges counts once per range
+            self.remaining[p] = self.remaining.get(p, 0) + rounds_per_point
         self.own: dict[tuple[int, int], float] = {}
         self.observed: list[tuple[int, int, float]] = []
         self.rows_of = rows_of

@@ -161,3 +161,17 @@ def test_start_up_log_reports_geometry_spread_noise_and_heldout(tiny_llama_dir, 
     assert llm.engine.control.table.metadata.request_buckets == [1, 4]
     assert not llm.engine.scheduler.has_unfinished()
     assert torch.get_num_threads() == 1
+
+
+def test_additive_fit_is_relative_and_robust_to_one_bad_cell():
+    from adaspec.calibration.cost_models import AdditiveModel
+
+    def truth(b, g):
+        return 0.03 + 0.01 * b + 0.003 * g
+
+    cells = [(b, g) for b in (1, 2, 4, 8) for g in (8, 16, 24, 32)]  # every theta seen by several buckets
+    exact = AdditiveModel.fit([(b, g, truth(b, g)) for b, g in cells])
+    assert all(exact.cost_ms(b, g) == pytest.approx(1000 * truth(b, g)) for b, g in cells)
+    bad = AdditiveModel.fit([(b, g, truth(b, g) * (3.0 if (b, g) == (4, 16) else 1.0)) for b, g in cells])
+    others = [abs(bad.cost_ms(b, g) / (1000 * truth(b, g)) - 1) for b, g in cells if (b, g) != (4, 16)]
+    assert max(others) < 0.02  # the disturbed cell does not bend the rest of the table
