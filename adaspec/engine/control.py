@@ -126,7 +126,7 @@ class AdaptiveControl:
             rows_of = lambda b, rows: rows  # noqa: E731
         points = [(b, x) for _ in eff.contexts for b in eff.request_buckets for x in eff.grid[b]]
         bar = RoundProgress(points, eff.rounds_per_point, rows_of, f"{self.algorithm} calibration", enabled=progress)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         try:
             m = measure(self.engine, {b: list(eff.grid[b]) for b in eff.request_buckets}, make_plan,
                         eff.context_tuples(), eff.warmup_steps, eff.window_steps, eff.windows_per_point,
@@ -139,7 +139,7 @@ class AdaptiveControl:
                "every point" if m.shared_prefill else "every synthetic request prefilled separately (the "
                "drafter has no copy_slot)")
         self.log(f"[adaspec] calibration: {len(m.stats)} points, {m.rounds} rounds in "
-                 f"{time.perf_counter() - t0:.1f} s ({how})")
+                 f"{time.perf_counter() - t0:.1f} s ({time.process_time() - c0:.1f} s of process CPU time; {how})")
         self.log("[adaspec] calibration points (cost per round, spread of the consistent windows):\n"
                  + "\n".join(spread_lines(m.stats, eff.x_name)))
         self.log(noise_summary(m.stats, noise, m.clock, m.extra_rounds, m.extra_allowed))
