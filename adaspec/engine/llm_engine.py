@@ -165,10 +165,7 @@ class LLMEngine:
         request_id = request_id or f"req-{next(self._ids)}"
         if request_id in self.requests:
             raise RequestError(f"request_id {request_id!r} is already in use")
-        req = Request(request_id, text, ids, params)
-        if params.seed is not None:
-            req.generator = torch.Generator(device=self.device).manual_seed(params.seed)
-        return req
+        return Request(request_id, text, ids, params)  # a seed's noise is per position (sampling/seeding.py)
 
     def enqueue(self, req: Request) -> str:
         self.requests[req.request_id] = req
