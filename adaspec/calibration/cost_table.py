@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from .config import FALLBACK_NOTE, GREEDY_NOTE, EffectiveCalibration, EngineFacts, compact_json, mode_axis
 from .cost_models import (CostModel, CostModelError, CostPoint, HeldoutReport, as_points, fit_model,
                           heldout_error, model_from_dict)
-from .table_checks import points_problem as _points_problem, sanity_problem
+from .table_checks import points_problem as _points_problem, sanity_problem, unusable_cells
 
 TABLE_FORMAT = "adaspec-cost-table"
 TABLE_FLAG = "--adaptive_target_verify_cost_table"
@@ -309,6 +309,10 @@ class CostTable:
                  f"cost model {self.model.kind} over Bcap x {m.x_name}"]
         for b, xs in sorted(m.grid.items()):
             lines.append(f"  Bcap {b}: measured {m.x_name} {list(xs)}")
+        bad = unusable_cells(self)
+        if bad:
+            lines.append(f"cells without a positive fitted cost (they run at full width): "
+                         f"{', '.join(f'Bcap {b} {m.x_name} {x}' for b, x in bad)}")
         if m.heldout and m.heldout.get("median_rel_error") is not None:
             lines.append(f"held-out median relative error {100 * m.heldout['median_rel_error']:.1f}% over "
                          f"{m.heldout.get('evaluated')} cells ({m.heldout.get('skipped_disconnected', 0)} + "

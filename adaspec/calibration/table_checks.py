@@ -60,12 +60,50 @@ def sanity_problem(table) -> str | None:
         if bad:
             return (f"metadata.grid.{b}: {m.x_name} values {bad} are impossible for request bucket {b} at width {w} "
                     f"(allowed {lo}..{hi})")
+    problem = _model_problem(model)
+    if problem:
+        return problem
+    cells = [(b, x) for b, xs in sorted(m.grid.items()) for x in xs]
+    if cells and len(unusable_cells(table)) == len(cells):
+        return ("model: no covered cell has a positive finite cost (negative costs would silently mean full width "
+                "everywhere)")
+    return None
+
+
+def _model_problem(model) -> str | None:
+    """Non-finite numbers anywhere, non-positive steps per second or costs (sps), a non-positive reference cost
+    (additive: the bias is the cost of the smallest Bcap at the smallest x)."""
+    d = model.to_dict()
+    def numbers(v):
+        if isinstance(v, dict):
+            for x in v.values():
+                yield from numbers(x)
+        elif isinstance(v, (list, tuple)):
+            for x in v:
+                yield from numbers(x)
+        elif isinstance(v, (int, float)) and not isinstance(v, bool):
+            yield v
+    if any(not math.isfinite(v) for v in numbers(d)):
+        return "model: holds a non-finite number (NaN or infinity)"
+    if d.get("kind") == "additive" and not d.get("bias_s", 0) > 0:
+        return f"model.bias_s is {d.get('bias_s')}: the reference cell's cost must be positive"
+    if d.get("kind") == "sps":
+        curves = d.get("curves") or [d]
+        for c in curves:
+            if any(v <= 0 for v in list(c.get("sps", [])) + list(c.get("cost_s", []))):
+                return "model: sps and cost_s values must be positive"
+    return None
+
+
+def unusable_cells(table) -> list[tuple[int, int]]:
+    """Covered (Bcap, x) cells where the model gives no positive finite cost: they run at full width."""
+    out = []
+    for b, xs in sorted(table.metadata.grid.items()):
         for x in xs:
             try:
-                c = model.cost_ms(b, x)
+                c = table.model.cost_ms(b, x)
             except (ValueError, TypeError, KeyError, IndexError, ZeroDivisionError):
                 c = None
             if c is None or not math.isfinite(c) or c <= 0:
-                return (f"model: the cost at Bcap {b}, {m.x_name} {x} is {c!r} ms; every covered cell needs a positive "
-                        "finite cost (a negative or missing cost would silently mean full width)")
-    return None
+                out.append((b, x))
+    return out
