@@ -57,6 +57,7 @@ def write_new_file(path: str | os.PathLike, data: bytes, flag: str, what: str = 
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
+        _usual_mode(tmp)
         _publish(tmp, p, flag, what, error)
     finally:
         try:
@@ -76,6 +77,7 @@ def replace_file(path: str | os.PathLike, data: bytes) -> Path:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
+        _usual_mode(tmp)
         os.replace(tmp, p)
     except BaseException:
         try:
@@ -84,6 +86,13 @@ def replace_file(path: str | os.PathLike, data: bytes) -> Path:
             pass
         raise
     return p
+
+
+def _usual_mode(tmp: str) -> None:
+    """mkstemp creates 0600; a result file gets the mode an ordinary open() would give it."""
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)
 
 
 def _publish(tmp: str, p: Path, flag: str, what: str, error) -> None:

@@ -91,11 +91,19 @@ def save_draft(
         "recipe": recipe or {},
         "report": report or {},
     }
+    # config.json last: a directory is a draft once its config.json is there, and neither file is
+    # ever half-written (each goes to a temporary name first; on any error the temporary is removed)
     tmp = directory / "model.safetensors.tmp"
-    save_file(state, str(tmp))
-    os.chmod(tmp, 0o644)  # shipped in the repository: readable like any other file
-    os.replace(tmp, directory / "model.safetensors")
-    (directory / "config.json").write_text(json.dumps(config, indent=1, sort_keys=False) + "\n")
+    try:
+        save_file(state, str(tmp))
+        os.chmod(tmp, 0o644)  # shipped in the repository: readable like any other file
+        os.replace(tmp, directory / "model.safetensors")
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    from ..outputs import replace_file
+
+    replace_file(directory / "config.json", (json.dumps(config, indent=1, sort_keys=False) + "\n").encode())
     return directory
 
 
