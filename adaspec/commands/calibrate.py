@@ -28,8 +28,6 @@ def check_plot_path(path: str) -> None:
 
 
 def cmd_calibrate(args, engine_config) -> int:
-    from ..engine.llm_engine import LLMEngine
-
     config = engine_config(args)
     if not config.adaptive:
         raise ConfigError("calibrate needs --enable_adaptive_target_verify=true or --enable_adaptive_draft_step=true "
@@ -44,6 +42,8 @@ def cmd_calibrate(args, engine_config) -> int:
     if config.seed != 0:
         notes.append(f"--seed={config.seed} has no effect on calibrate: calibration requests are greedy")
     warn("calibrate", notes)
+    from ..engine.llm_engine import LLMEngine
+
     engine = LLMEngine(config, checked=checked)
     table = engine.control.table
     print(json.dumps({"source": table.source or "calibrated now",

@@ -48,8 +48,6 @@ def warn(command: str, lines) -> None:
 
 
 def cmd_generate(args, engine_config) -> int:
-    from ..engine.llm_engine import LLM
-
     params = sampling_params(args)
     prompts = read_prompts(args.prompt, args.prompts_file, args.chat)
     config = engine_config(args)
@@ -68,6 +66,8 @@ def cmd_generate(args, engine_config) -> int:
         except RequestError as e:
             raise UserError(f"{p.origin}: {str(e).removeprefix('prompt: ')}", param=p.flag) from None
         encoded.append((ids, raw))
+    from ..engine.llm_engine import LLM
+
     llm = LLM(checked=checked)
     requests = [llm.engine.make_request(ids, params, prompt_text=p.text, template_tokens=raw)
                 for p, (ids, raw) in zip(prompts, encoded)]

@@ -50,7 +50,8 @@ class LLM:
         else:
             params_list = [check_params(params)] * len(prompts)
         if len(params_list) != len(prompts):
-            raise RequestError(f"got {len(params_list)} SamplingParams for {len(prompts)} prompts", param="params")
+            raise RequestError(f"params: got {len(params_list)} SamplingParams for {len(prompts)} prompts; pass one for all, "
+                               "or one per prompt", param="params")
         requests = []
         for i, (prompt, p) in enumerate(zip(prompts, params_list)):  # check all before queuing any
             if chat and not isinstance(prompt, str):

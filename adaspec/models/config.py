@@ -125,7 +125,7 @@ class ModelConfig:
         if scaling is not None and not isinstance(scaling, dict):
             raise InvalidModelError(f"{where}: config.json rope_scaling must be an object or null, got {scaling!r}",
                                     param="--model")
-        scaling = _normalise_rope_scaling(scaling)
+        scaling = _normalise_rope_scaling(scaling, where)
         eos_ids = _token_ids(cfg.get("eos_token_id"), "eos_token_id", where)
         bos = cfg.get("bos_token_id")
         if bos is not None:
@@ -157,14 +157,14 @@ class ModelConfig:
         )
 
 
-def _normalise_rope_scaling(scaling: dict[str, Any] | None) -> dict[str, Any] | None:
+def _normalise_rope_scaling(scaling: dict[str, Any] | None, where: str = "model config") -> dict[str, Any] | None:
     if not scaling:
         return None
     scaling = dict(scaling)
     rope_type = scaling.get("rope_type", scaling.get("type", "default"))
     if rope_type not in SUPPORTED_ROPE_TYPES:
         raise UnsupportedModelError(
-            f"unsupported rope scaling {rope_type!r}: adaspec implements {', '.join(SUPPORTED_ROPE_TYPES)}",
+            f"{where}: unsupported rope scaling {rope_type!r}: adaspec implements {', '.join(SUPPORTED_ROPE_TYPES)}",
             param="--model")
     if rope_type == "default":
         return None

@@ -134,7 +134,10 @@ def check_draft(path: str | None, kind: str, width: int, cfg: ModelConfig, targe
             raise DraftLoadError(f"--draft_model={path} is a file, not a draft directory (config.json + "
                                  "model.safetensors, made by `adaspec train-draft`)", param="--draft_model")
     where = f"--draft_model={path}" if path else f"the shipped {kind.upper()} draft"
-    config = read_draft_config(directory)
+    try:
+        config = read_draft_config(directory)
+    except DraftLoadError as e:
+        raise DraftLoadError(f"{where}: {e}", param="--draft_model") from None
     if config.get("kind") != kind:
         raise DraftLoadError(f"{where} is a {config.get('kind')!r} draft, but --speculative_algorithm asks for "
                              f"{kind!r}; pass a {kind} draft or change --speculative_algorithm", param="--draft_model")

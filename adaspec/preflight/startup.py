@@ -140,10 +140,8 @@ def preflight(config: EngineConfig, *, sampling: Iterable[SamplingParams] = (), 
 
     config = config.validate()
     sampling = list(sampling)
-    device = check_device(config)
-    dtype = resolve_dtype(config.dtype, device)
     check_sampling(config, sampling, sampling_names)
-    # ---- every file the flags name, before the model is touched
+    # ---- every file the flags name, before the model is touched (and before torch is imported)
     if config.model is not None:
         check_model_path(config.model)
     else:
@@ -160,10 +158,12 @@ def preflight(config: EngineConfig, *, sampling: Iterable[SamplingParams] = (), 
         verify_cfg = load_verify_calibration(config.adaptive_target_verify_calibration)
     if config.enable_adaptive_draft_step and config.adaptive_draft_step_config:
         step_cfg = load_draft_step_config(config.adaptive_draft_step_config)
+    _check_outputs(config, outputs or {})
+    device = check_device(config)
+    dtype = resolve_dtype(config.dtype, device)
     table_path = config.adaptive_target_verify_cost_table
     if table_path:
         _early_table_check(config, table_path, dtype, device)
-    _check_outputs(config, outputs or {})
     # ---- what config.json and the tokenizer decide
     model_dir, model_cfg, tokenizer, weight_bytes = _model(config, progress)
     limit = model_cfg.max_position_embeddings
@@ -249,6 +249,8 @@ def _early_table_check(config: EngineConfig, path: str, dtype, device) -> None:
     """The saved table parses, is sane, and matches every compatibility field known without the model."""
     from ..calibration.cost_table import TABLE_FLAG, CostTable
 
+    if not Path(path).expanduser().is_file():
+        CostTable.load(path, compat_for(config, dtype, device, "", "none"))  # says what to pass instead
     data = read_json(path, TABLE_FLAG, "cost table")
     meta = CostTable.from_dict(data, str(path), sanity=False).metadata
     CostTable.load(path, compat_for(config, dtype, device, meta.weights_fingerprint, meta.quantization))

@@ -122,8 +122,11 @@ def check_against_target(args, cfg, data_dir: Path, checkpoint: Path, recipe_jso
     if args.prompt_tokens + args.gen_tokens > limit:
         raise ConfigError(f"--prompt_tokens={args.prompt_tokens} + --gen_tokens={args.gen_tokens} exceed the "
                           f"target's context limit {limit}", param="--gen_tokens")
+    # the default --draft_vocab is capped at the vocabulary (select_vocab); a value the user gave is not.
+    # --topk cannot exceed it in any case (the teacher's top-k of a smaller distribution does not exist)
+    given = set(getattr(args, "explicit_flags", ()))
     for name in ("draft_vocab", "topk"):
-        if getattr(args, name) > cfg.vocab_size:
+        if (name == "topk" or f"--{name}" in given) and getattr(args, name) > cfg.vocab_size:
             raise ConfigError(f"--{name}={getattr(args, name)} exceeds the target's vocabulary ({cfg.vocab_size} "
                               "tokens)", param=f"--{name}")
     manifest = data_dir / "manifest.json"
