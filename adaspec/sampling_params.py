@@ -192,8 +192,8 @@ def params_error(e: ValidationError, names: dict[str, str] | None = None) -> Req
     elif field not in msg:
         got = err.get("input")
         msg = f"{field}: {msg}" + (f" (got {got!r})" if not isinstance(got, (dict, list)) else "")
-    if shown != field:
-        msg = f"{shown}: {msg}"
+    if shown != field:  # "--max_tokens: must be >= 1, got 0"
+        msg = f"{shown}: {msg.removeprefix(field + ' ').removeprefix(field + ': ')}"
     return RequestError(msg, param=shown)
 
 

@@ -215,7 +215,7 @@ class CostTable:
     def from_dict(cls, data: Any, source: str | None = None, *, sanity: bool = True) -> "CostTable":
         """Parse and sanity-check a table (hand-edited tables included): well-formed points, positive
         finite costs at every covered cell, KV ranges and grids that make sense (issue 8)."""
-        where = f"cost table {source}" if source else "cost table"
+        where = f"{TABLE_FLAG}={source}" if source else "cost table"
         fix = f"Fix: recalibrate with {OUTPUT_FLAG}=NEW_FILE (or repair the hand edit)"
         if not isinstance(data, dict) or data.get("format") != TABLE_FORMAT:
             raise CostTableError(f"{where}: not an adaspec cost table (missing \"format\": \"{TABLE_FORMAT}\"). "
@@ -253,7 +253,7 @@ class CostTable:
     def check_sane(self) -> None:
         problem = sanity_problem(self)
         if problem:
-            where = f"cost table {self.source}" if self.source else "cost table"
+            where = f"{TABLE_FLAG}={self.source}" if self.source else "cost table"
             raise CostTableError(f"{where}: {problem}. Fix: recalibrate with {OUTPUT_FLAG}=NEW_FILE (or repair the "
                                  "hand edit)", param=TABLE_FLAG)
 
@@ -292,13 +292,14 @@ class CostTable:
         table = cls.from_dict(data, str(p), sanity=False)  # a mismatch first: it explains more than a bad cell
         mismatches = compatibility_mismatches(table.metadata, expected)
         if mismatches:
-            lines = [f"{TABLE_FLAG}={p} does not match this engine:"]
+            parts = []
             for name, tv, ev in mismatches:
                 why, fix = _FIXES[name]
                 fmt = dict(table=_flag_value(tv), engine=_flag_value(ev), engine_flag=_flag_value(ev))
-                lines.append(f"  {name}: table {_show(tv)}, engine {_show(ev)} -- {why.format(**fmt)}; "
-                             f"fix: {fix.format(**fmt)}, {_RECALIBRATE}")
-            raise CostTableCompatibilityError("\n".join(lines), mismatches)
+                parts.append(f"{name}: table {_show(tv)}, engine {_show(ev)} -- {why.format(**fmt)}; "
+                             f"fix: {fix.format(**fmt)}")
+            raise CostTableCompatibilityError(f"{TABLE_FLAG}={p} does not match this engine: " + " | ".join(parts)
+                                              + f" ({_RECALIBRATE})", mismatches)
         table.check_sane()
         return table
 

@@ -137,12 +137,20 @@ def _translate(e: ValidationError, cls: type[BaseModel], source: str) -> Calibra
 
 def _read_json(path: str | Path, flag: str) -> tuple[Any, str]:
     source = f"{flag}={path}"
-    p = Path(path)
+    p = Path(path).expanduser()
     if not p.is_file():
-        raise CalibrationConfigError("(file)", f"file {str(p)!r} does not exist or is not a file",
+        what = "is a directory, not a file" if p.is_dir() else "does not exist"
+        raise CalibrationConfigError("(file)", f"{str(p)!r} {what}",
                                      f"pass an existing JSON file to {flag} or drop the flag to use built-in defaults",
                                      source)
-    text = p.read_text(encoding="utf-8")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise CalibrationConfigError("(file)", f"not UTF-8 text (byte offset {e.start})", f"save {p} as UTF-8 JSON",
+                                     source) from None
+    except OSError as e:
+        raise CalibrationConfigError("(file)", f"cannot be read ({e.strerror})", f"check the permissions of {p}",
+                                     source) from None
     try:
         return json.loads(text), source
     except json.JSONDecodeError as e:

@@ -111,10 +111,13 @@ def _resolve_contexts(requested: list[ContextRange] | None, facts: EngineFacts, 
                   "outside the claimed KV range",
                   f"raise {p}.prefill_tokens to at least {c.min_kv_length} or lower min_kv_length")
         if c.prefill_tokens + progress > c.max_kv_length:
+            room = c.max_kv_length - progress  # the largest prefill that still fits, if any
+            lower = (f"lower {p}.prefill_tokens to at most {room}, " if room >= max(1, c.min_kv_length) else
+                     f"(no prefill fits: the worst-case progress alone is {progress} tokens) ")
             _fail(source, f"{p}.prefill_tokens",
                   f"prefill_tokens {c.prefill_tokens} + worst-case progress {progress} ({progress_text}) = "
                   f"{c.prefill_tokens + progress} exceeds max_kv_length {c.max_kv_length}",
-                  f"lower {p}.prefill_tokens to at most {c.max_kv_length - progress}, raise max_kv_length, "
+                  f"{lower}raise {p}.max_kv_length to at least {c.prefill_tokens + progress}, "
                   "or use fewer warmup_steps, window_steps or windows_per_point")
     order = sorted(range(len(requested)), key=lambda i: requested[i].min_kv_length)
     for i, j in zip(order, order[1:]):

@@ -50,7 +50,10 @@ class CalibrationConfigError(UserError, ValueError):
     def __init__(self, field: str, problem: str, fix: str, source: str | None = None):
         self.field, self.problem, self.fix, self.source = field, problem, fix, source
         prefix = f"{source}: " if source else ""
-        super().__init__(f"{prefix}{field}: {problem}. Fix: {fix}")
+        # param: the JSON field (the flag is in `source`); "(file)" problems are the flag's
+        flag = source.split("=", 1)[0] if source else None
+        shown = "" if field == "(file)" else f"{field}: "
+        super().__init__(f"{prefix}{shown}{problem}. Fix: {fix}", param=flag if field.startswith("(") else field)
 
 
 

@@ -113,7 +113,7 @@ def test_bad_saved_table(path, value, text, tiny_llama_dir, dspark_dir, good_tab
     _set(table, path, value)
     f = tmp_path / "t.json"
     f.write_text(json.dumps(table))
-    refused([*flags(tiny_llama_dir, dspark_dir), f"{TABLE_FLAG}={f}"], capsys, monkeypatch, TABLE_FLAG,
+    refused([*flags(tiny_llama_dir, dspark_dir), f"{TABLE_FLAG}={f}"], capsys, monkeypatch, f"{TABLE_FLAG}={f}",
             contains=[text])
 
 
@@ -127,7 +127,8 @@ def test_unreadable_saved_table(content, text, tiny_llama_dir, dspark_dir, capsy
         f.write_bytes(content)
     elif content is not None:
         f.write_text(content)
-    refused([*flags(tiny_llama_dir, dspark_dir), f"{TABLE_FLAG}={f}"], capsys, monkeypatch, TABLE_FLAG, contains=[text])
+    refused([*flags(tiny_llama_dir, dspark_dir), f"{TABLE_FLAG}={f}"], capsys, monkeypatch, f"{TABLE_FLAG}={f}",
+            contains=[text])
 
 
 def test_bad_table_outputs_are_refused_before_calibration(tiny_llama_dir, dspark_dir, capsys, monkeypatch, tmp_path):

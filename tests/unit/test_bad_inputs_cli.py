@@ -176,7 +176,7 @@ def dspark_dir(tiny_llama_dir, tmp_path_factory):
 CAL_CASES = [
     (VERIFY, "--adaptive_target_verify_calibration", None, "--adaptive_target_verify_calibration", "does not exist"),
     (VERIFY, "--adaptive_target_verify_calibration", "DIR", "--adaptive_target_verify_calibration", "not a file"),
-    (VERIFY, "--adaptive_target_verify_calibration", '{"request_buckets": [1, 2]', "(file)", "invalid JSON"),
+    (VERIFY, "--adaptive_target_verify_calibration", '{"request_buckets": [1, 2]', "line 1 column", "invalid JSON"),
     (VERIFY, "--adaptive_target_verify_calibration", {"request_bucket": [1]}, "request_bucket", "unknown key"),
     (VERIFY, "--adaptive_target_verify_calibration", {"request_buckets": "1,2"}, "request_buckets", "valid list"),
     (VERIFY, "--adaptive_target_verify_calibration", {"request_buckets": [1, 4]}, "request_buckets", "not prepared"),
@@ -220,3 +220,21 @@ def test_good_calibration_json_passes_preflight(tiny_llama_dir, dspark_dir, tmp_
                                      graph_decode_batch_sizes=(1, 2), max_model_len=256, draft_model=str(dspark_dir),
                                      adaptive_target_verify_calibration=str(path)))
     assert checked.effective.request_buckets == (1, 2) and checked.max_model_len == 256
+
+
+def test_context_fix_never_suggests_a_negative_prefill(dspark_dir, capsys, monkeypatch, tmp_path):
+    """The fix used to read "prefill_tokens at most -79008"; it must propose something possible."""
+    import re
+
+    path = tmp_path / "cal.json"
+    path.write_text(json.dumps({"contexts": [{"prefill_tokens": 100, "min_kv_length": 1, "max_kv_length": 120}]}))
+    line = refused(gen(*VERIFY, f"--draft_model={dspark_dir}", f"--adaptive_target_verify_calibration={path}"),
+                   capsys, monkeypatch, "contexts[0].prefill_tokens", contains=["raise contexts[0].max_kv_length"])
+    assert not re.search(r"at most -\d", line), line
+
+
+def test_calibration_file_that_is_not_utf8(dspark_dir, capsys, monkeypatch, tmp_path):
+    path = tmp_path / "cal.json"
+    path.write_bytes(b'{"model": "\xff"}')
+    refused(gen(*VERIFY, f"--draft_model={dspark_dir}", f"--adaptive_target_verify_calibration={path}"),
+            capsys, monkeypatch, "--adaptive_target_verify_calibration", contains=["UTF-8"])
