@@ -52,7 +52,11 @@ def cmd_generate(args, engine_config) -> int:
     prompts = read_prompts(args.prompt, args.prompts_file, args.chat)
     config = engine_config(args)
     checked = preflight(config, sampling=[params], sampling_names=SAMPLING_FLAGS)
-    warn("generate", [*checked.warnings, *sampling_warnings(params)])
+    notes = [*checked.warnings, *sampling_warnings(params)]
+    if params.max_tokens >= checked.max_model_len:
+        notes.append(f"--max_tokens={params.max_tokens} does not fit the context limit {checked.max_model_len} "
+                     "(--max_model_len) after the prompt: outputs stop at the limit (finish_reason=length)")
+    warn("generate", notes)
     tok = checked.tokenizer
     if args.chat and not tok.has_chat_template:
         raise NoChatTemplateError(f"--chat=true (the default) but the model at {checked.model_dir} has no chat "

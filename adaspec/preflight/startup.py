@@ -12,6 +12,7 @@ after everything before it passed. The result carries what was resolved, so noth
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -98,6 +99,10 @@ def no_effect_warnings(config: EngineConfig, sampling: Iterable[SamplingParams] 
             out.append(f"--enable_graph=false {why}")
         if config.disable_graph_warmup:
             out.append(f"--disable_graph_warmup=true {why}")
+    cores = os.cpu_count() or 1
+    if config.threads > cores:
+        out.append(f"--threads={config.threads} is more than this machine's {cores} CPU cores; PyTorch will "
+                   f"oversubscribe them (use at most --threads={cores})")
     params = list(sampling)
     if params and all(p.is_greedy for p in params) and config.seed != 0:
         out.append(f"--seed={config.seed} has no effect: every request is greedy (temperature 0)")

@@ -238,3 +238,19 @@ def test_calibration_file_that_is_not_utf8(dspark_dir, capsys, monkeypatch, tmp_
     path.write_bytes(b'{"model": "\xff"}')
     refused(gen(*VERIFY, f"--draft_model={dspark_dir}", f"--adaptive_target_verify_calibration={path}"),
             capsys, monkeypatch, "--adaptive_target_verify_calibration", contains=["UTF-8"])
+
+
+def test_flags_without_effect_are_warned_in_one_line_and_the_run_goes_on(capsys):
+    """README: unused flags are warned about, once each, and generation still runs (exit 0)."""
+    from adaspec.cli import main
+
+    rc = main(gen("--max_tokens=3", "--top_p=0.5", "--min_p=0.1", "--seed=4", "--graph_decode_batch_sizes=1,2",
+                  "--threads=4096", "--max_model_len=32", "--max_tokens=40", "--json"))
+    out = capsys.readouterr()
+    assert rc == 0 and json.loads(out.out)["outputs"]
+    warnings = [line for line in out.err.splitlines() if ": warning: " in line]
+    for text in ("--graph_decode_batch_sizes has no effect", "--seed=4 has no effect",
+                 "--top_p=0.5, --min_p=0.1 has no effect with --temperature=0", "--threads=4096",
+                 "--max_tokens=40 does not fit the context limit 32"):
+        assert sum(text in w for w in warnings) == 1, (text, warnings)
+    assert "Traceback" not in out.err

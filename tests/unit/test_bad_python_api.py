@@ -140,3 +140,10 @@ def test_sampling_params_refuse_conversions(field, value, text):
     err = params_error(e.value)
     assert isinstance(err, RequestError) and err.param == field
     assert field in str(err) and text in str(err) and not str(err).startswith("Value error")
+
+
+def test_python_api_warns_about_flags_without_effect(tiny_llama_dir):
+    from adaspec import LLM
+
+    with pytest.warns(UserWarning, match="--enable_graph=false has no effect"):
+        LLM(str(tiny_llama_dir), enable_graph=False)
