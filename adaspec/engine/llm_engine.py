@@ -102,9 +102,13 @@ class LLMEngine:
         if config.adaptive:
             from .control import AdaptiveControl
 
-            draft_fp = getattr(self.drafter, "fingerprint", None) or type(self.drafter).__name__
-            self.weights_fingerprint = checked.weights_fingerprint or f"{checked.model_dir}+draft:{draft_fp}"
-            self.quantization = checked.quantization or "none"
+            self.weights_fingerprint, self.quantization = checked.weights_fingerprint, checked.quantization
+            if self.weights_fingerprint is None:  # a Checked made without speculation facts: identify the weights here
+                from ..models.loader import quantization, weights_fingerprint
+
+                draft_fp = getattr(self.drafter, "fingerprint", None) or type(self.drafter).__name__
+                self.weights_fingerprint = f"{weights_fingerprint(self.model_dir)}+draft:{draft_fp}"
+                self.quantization = quantization(self.model_dir)
             self.control = AdaptiveControl(self)
             self.rounds.verify_controller = self.control.verify
 

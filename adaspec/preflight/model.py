@@ -92,19 +92,19 @@ def load_tokenizer(model_dir: Path, cfg: ModelConfig):
     if not any((model_dir / f).is_file() for f in TOKENIZER_FILES):
         raise InvalidModelError(f"--model={model_dir} has no tokenizer files ({', '.join(TOKENIZER_FILES)}); copy the "
                                 "tokenizer of the model into the directory", param="--model")
-    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
-        f = model_dir / name
-        if f.is_file():
-            try:
-                json.loads(f.read_text(encoding="utf-8"))
-            except (ValueError, OSError) as e:
-                raise InvalidModelError(f"--model={model_dir}: {name} is not valid JSON ({e}); repair or re-export "
-                                        "the tokenizer", param="--model") from None
     try:
         tok = Tokenizer(model_dir)
     except UserError:
         raise
     except Exception as e:  # noqa: BLE001 - transformers raises many types for a broken tokenizer directory
+        for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):  # name the culprit
+            f = model_dir / name
+            if f.is_file():
+                try:
+                    json.loads(f.read_text(encoding="utf-8"))
+                except (ValueError, OSError) as bad:
+                    raise InvalidModelError(f"--model={model_dir}: {name} is not valid JSON ({bad}); repair or "
+                                            "re-export the tokenizer", param="--model") from None
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise InvalidModelError(f"--model={model_dir}: its tokenizer cannot be loaded ({type(e).__name__}: {first})",
                                 param="--model") from None

@@ -245,12 +245,23 @@ def test_flags_without_effect_are_warned_in_one_line_and_the_run_goes_on(capsys)
     from adaspec.cli import main
 
     rc = main(gen("--max_tokens=3", "--top_p=0.5", "--min_p=0.1", "--seed=4", "--graph_decode_batch_sizes=1,2",
-                  "--threads=4096", "--max_model_len=32", "--max_tokens=40", "--json"))
+                  "--max_model_len=32", "--max_tokens=40", "--json"))
     out = capsys.readouterr()
     assert rc == 0 and json.loads(out.out)["outputs"]
     warnings = [line for line in out.err.splitlines() if ": warning: " in line]
     for text in ("--graph_decode_batch_sizes has no effect", "--seed=4 has no effect",
-                 "--top_p=0.5, --min_p=0.1 has no effect with --temperature=0", "--threads=4096",
+                 "--top_p=0.5, --min_p=0.1 has no effect with --temperature=0",
                  "--max_tokens=40 does not fit the context limit 32"):
         assert sum(text in w for w in warnings) == 1, (text, warnings)
     assert "Traceback" not in out.err
+
+
+def test_more_threads_than_cores_is_warned():
+    import os
+
+    from adaspec.config import EngineConfig
+    from adaspec.preflight import no_effect_warnings
+
+    cores = os.cpu_count() or 1
+    assert any(f"--threads={cores + 1}" in w for w in no_effect_warnings(EngineConfig(threads=cores + 1)))
+    assert not no_effect_warnings(EngineConfig(threads=1))
