@@ -205,10 +205,10 @@ class EngineConfig:
             elif f.name in PATH_FIELDS:
                 if v is not None and not isinstance(v, (str, os.PathLike)):
                     raise ConfigError(f"{flag}={v!r}: expected a path (str or os.PathLike)", param=flag)
-                if isinstance(v, os.PathLike):
-                    changes[f.name] = os.fspath(v)
                 if v is not None and str(os.fspath(v)).strip() == "":
                     raise ConfigError(f"{flag}= is empty: pass a path, or leave the flag out", param=flag)
+                if v is not None and os.path.expanduser(os.fspath(v)) != v:  # Path -> str, ~ expanded
+                    changes[f.name] = os.path.expanduser(os.fspath(v))
             elif f.name == "graph_decode_batch_sizes":
                 if v is not None:
                     if isinstance(v, (str, bytes)) or not hasattr(v, "__iter__"):

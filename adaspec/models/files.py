@@ -114,6 +114,10 @@ def read_model_config(model_dir: str | os.PathLike):
     from .config import ModelConfig, UnsupportedModelError
 
     raw = read_config(model_dir)
+    if raw.get("format") == "adaspec-draft":
+        raise UnsupportedModelError(f"--model={model_dir} is an adaspec draft, not a target model: pass it as "
+                                    "--draft_model (with --speculative_algorithm) and the target as --model",
+                                    param="--model")
     qc = raw.get("quantization_config")
     if qc:
         method = qc.get("quant_method", "?") if isinstance(qc, dict) else qc

@@ -81,6 +81,7 @@ def run_train(args) -> dict:
     # every check before the target loads (issue 8)
     check_flags(args)
     output, data_dir, checkpoint = check_paths(args)
+    args.output, args.data_dir, args.checkpoint = str(output), str(data_dir), str(checkpoint)  # ~ expanded
     if args.model is not None:
         check_model_path(args.model)
     else:

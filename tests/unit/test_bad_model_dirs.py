@@ -180,3 +180,21 @@ def test_broken_draft(kind, text, tiny_llama_dir, mtp_dir, tmp_path, capsys, mon
     draft = [] if kind == "shipped draft for another model" else [f"--draft_model={d}"]
     refused(["generate", f"--model={tiny_llama_dir}", "--prompt=hi", f"--speculative_algorithm={algo}",
              f"--num_speculative_tokens={k}", *draft], capsys, monkeypatch, flag, contains=[text])
+
+
+def test_a_draft_directory_passed_as_the_model(mtp_dir, capsys, monkeypatch):
+    refused(["generate", f"--model={mtp_dir}", "--prompt=hi"], capsys, monkeypatch, "--model",
+            contains=["is an adaspec draft", "--draft_model"])
+
+
+def test_a_target_directory_passed_as_the_draft(tiny_llama_dir, capsys, monkeypatch):
+    refused(["generate", f"--model={tiny_llama_dir}", "--prompt=hi", "--speculative_algorithm=MTP",
+             f"--draft_model={tiny_llama_dir}"], capsys, monkeypatch, "--draft_model", contains=["not an adaspec draft"])
+
+
+def test_home_relative_paths_are_expanded(tiny_llama_dir, monkeypatch):
+    """`--model=~/...` means the home directory (shells do not expand ~ after `--flag=`)."""
+    from adaspec.config import EngineConfig
+
+    monkeypatch.setenv("HOME", str(tiny_llama_dir.parent))
+    assert EngineConfig(model=f"~/{tiny_llama_dir.name}").validate().model == str(tiny_llama_dir)
