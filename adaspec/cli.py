@@ -214,8 +214,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         parser = build_parser()
         args, extras = parser.parse_known_args(argv)
-        if extras:
-            raise unknown_flags_error(extras, parser, prog)
+        if extras:  # the closest flag of this subcommand (another subcommand's flag would not help)
+            sub = next((a.choices[command] for a in parser._actions
+                        if isinstance(a, argparse._SubParsersAction) and command in a.choices), parser)
+            raise unknown_flags_error(extras, sub, prog)
         args.explicit_flags = {a.split("=", 1)[0] for a in argv if a.startswith("--")}
         return COMMANDS[args.command](args)
     except SystemExit as e:  # --help, or a legacy SystemExit("message")

@@ -265,3 +265,8 @@ def test_more_threads_than_cores_is_warned():
     cores = os.cpu_count() or 1
     assert any(f"--threads={cores + 1}" in w for w in no_effect_warnings(EngineConfig(threads=cores + 1)))
     assert not no_effect_warnings(EngineConfig(threads=1))
+
+
+def test_unknown_flag_suggests_only_this_subcommands_flags(capsys, monkeypatch):
+    line = refused(gen("--plott=x.png"), capsys, monkeypatch, "--plott")
+    assert "--plot" not in line.replace("--plott", "")  # --plot belongs to calibrate, not generate
