@@ -23,8 +23,6 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-import torch
-
 from ..drafts.base import copy_draft_slot, supports_copy_slot
 from .request import Request
 
@@ -78,9 +76,6 @@ def fork_request(engine, src: Request, request_id: str | None = None) -> Request
         raise ValueError(f"request_id {req.request_id!r} is already in use")
     req.output_token_ids = list(src.output_token_ids)
     req.num_computed = src.num_computed
-    if src.generator is not None:
-        req.generator = torch.Generator(device=engine.device)
-        req.generator.set_state(src.generator.get_state())
     if not engine.scheduler.place(req):
         raise RuntimeError("no free request slot to fork into")
     engine.kv_cache.copy_slot(src.slot, req.slot, src.num_computed)

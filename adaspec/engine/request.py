@@ -6,8 +6,6 @@ import enum
 import time
 from dataclasses import dataclass, field
 
-import torch
-
 from ..sampling_params import SamplingParams
 
 
@@ -34,7 +32,6 @@ class Request:
     stop_text_end: int | None = None  # text is cut here when a stop string matched
     first_token_time: float | None = None
     finish_time: float | None = None
-    generator: torch.Generator | None = None
 
     @property
     def num_tokens(self) -> int:
