@@ -23,8 +23,9 @@ def predict_cost(observed: Sequence[tuple[int, int, float]], bcap: int, rows: in
 
     A round's cost is its bucket's base (the cheapest measured point of the bucket, or a line
     through the other buckets' bases over Bcap) times a relative growth with rows per request,
-    taken from the largest bucket measured at more than one row count (a bucket never measured
-    beyond its base: half fixed cost, half proportional to rows)."""
+    taken from the largest bucket measured at more than one row count. Before there is data for
+    either, stated priors fill in (measured on one CPU core, fp32: a bucket's base is 3/4 fixed,
+    1/4 proportional to Bcap; one more row per request adds 1/4 of a round)."""
     if not observed:
         return None
     by_b: dict[int, dict[float, float]] = {}
@@ -37,13 +38,13 @@ def predict_cost(observed: Sequence[tuple[int, int, float]], bcap: int, rows: in
         bs = sorted(bases)
         slope, icpt = np.polyfit(np.array(bs, dtype=float), np.array([bases[b] for b in bs]), 1)
         base, q0 = max(float(icpt + slope * bcap), min(bases.values())), 1.0
-    else:
+    else:  # prior: the weights (read once per round whatever Bcap) are most of a round on CPU
         (b0, c0), = bases.items()
-        base, q0 = c0 * (0.5 + 0.5 * bcap / b0), 1.0
+        base, q0 = c0 * (0.75 + 0.25 * bcap / b0), 1.0
     q = rows / bcap
     shaped = [b for b, pts in by_b.items() if len(pts) >= 2]
-    if not shaped:
-        return base * (0.5 + 0.5 * q / q0)
+    if not shaped:  # prior: one more row per request adds about a quarter of a round
+        return base * (1 + 0.25 * (q - q0))
     ref = by_b[bcap] if bcap in shaped else by_b[max(shaped)]
     qs = sorted(ref)
     rel = np.array([ref[x] / ref[qs[0]] for x in qs])
