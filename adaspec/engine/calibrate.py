@@ -203,7 +203,11 @@ def measure(
     noise: NoisePolicy | None = None,
     width: int = 0,
 ) -> Measurement:
-    """Time every grid point in every context range (see the module doc)."""
+    """Time every grid point in every context range (see the module doc).
+
+    Returns a `Measurement`: `points` (the consistent windows of every point, what the table is
+    fitted on), `stats` (every point's windows, spread, re-measures and steal share: the log's
+    report), the clock used and the re-measurement rounds spent and allowed."""
     noise = noise or NoisePolicy()
     g = torch.Generator().manual_seed(token_seed)
     clock = Clock(engine)

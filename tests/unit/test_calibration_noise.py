@@ -175,3 +175,15 @@ def test_additive_fit_is_relative_and_robust_to_one_bad_cell():
     bad = AdditiveModel.fit([(b, g, truth(b, g) * (3.0 if (b, g) == (4, 16) else 1.0)) for b, g in cells])
     others = [abs(bad.cost_ms(b, g) / (1000 * truth(b, g)) - 1) for b, g in cells if (b, g) != (4, 16)]
     assert max(others) < 0.02  # the disturbed cell does not bend the rest of the table
+
+
+def test_preflight_checks_against_the_sparse_cpu_geometry(tiny_llama_dir, tmp_path):
+    """R-F5: a bucket the sparse CPU geometry does not prepare is refused before any work."""
+    from adaspec.errors import UserError
+
+    cal = tmp_path / "cal.json"
+    cal.write_text(json.dumps({"request_buckets": [1, 2]}))
+    with pytest.raises(UserError, match=r"request_buckets.*\[2\].*prepared request buckets: \[1, 4\]"):
+        LLM(str(tiny_llama_dir), drafter=_draft("dspark", tiny_llama_dir), speculative_algorithm="DSpark",
+            num_speculative_tokens=5, max_seqs_per_batch=4, max_model_len=256, enable_adaptive_target_verify=True,
+            adaptive_target_verify_calibration=str(cal))
