@@ -132,6 +132,9 @@ def build_parser() -> ArgumentParser:
     from .training.cli import add_train_flags
 
     add_train_flags(train)
+    from .server.cli import add_server_commands
+
+    add_server_commands(sub, add_engine_flags)  # serve, bench-serve (issue 9)
     return parser
 
 
@@ -233,7 +236,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .errors import UserError
 
     try:
-        return {"generate": cmd_generate, "calibrate": cmd_calibrate, "train-draft": cmd_train_draft}[args.command](args)
+        commands = {"generate": cmd_generate, "calibrate": cmd_calibrate, "train-draft": cmd_train_draft}
+        return commands.get(args.command, getattr(args, "run", None))(args)
     except UserError as e:
         print(f"adaspec {args.command}: error: {e}", file=sys.stderr)
         return e.exit_code
