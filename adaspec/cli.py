@@ -122,8 +122,9 @@ def build_parser() -> ArgumentParser:
                                      "fitted cost table and write a PNG of measured points vs the model per Bcap. "
                                      "Needs --enable_adaptive_target_verify=true or --enable_adaptive_draft_step=true.",
                          allow_abbrev=False)
-    cal.add_argument("--plot", default="calibration.png", metavar="FILE",
-                     help="PNG of measured points vs the fitted model (default calibration.png; empty = no plot)")
+    cal.add_argument("--plot", default=None, metavar="FILE",
+                     help="PNG of measured points vs the fitted model (default calibration.png when matplotlib is "
+                          "installed, else none; empty = no plot)")
     add_engine_flags(cal)
 
     train = sub.add_parser("train-draft", help="train an MTP or DSpark draft for a target model (R-B6)",
@@ -208,6 +209,9 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     if not config.adaptive:
         raise ConfigError("calibrate needs --enable_adaptive_target_verify=true or --enable_adaptive_draft_step=true "
                           "(with --speculative_algorithm=MTP or DSpark)")
+    from .calibration.plot import plot_target
+
+    plot = plot_target(args.plot)  # checked before any model work: a missing matplotlib never loses a table
     engine = LLMEngine(config)
     table = engine.control.table
     print(json.dumps({"source": table.source or "calibrated now",
@@ -216,10 +220,10 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
                       "model": table.model.to_dict()}, indent=1))
     for line in table.coverage_lines():
         print(line)
-    if args.plot:
+    if plot:
         from .calibration.plot import plot_fit
 
-        print(f"plot written to {plot_fit(table, args.plot)}")
+        print(f"plot written to {plot_fit(table, plot)}")
     return 0
 
 
