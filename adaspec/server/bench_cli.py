@@ -32,7 +32,9 @@ def add_bench_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prompts", default="code,chat,prose,copy",
                    help=f"comma-separated prompt sets, drawn round-robin: {', '.join(PROMPT_SETS)} "
                         "(held-out prompts shipped with adaspec; default all four)")
-    p.add_argument("--num_prompts", type=int, default=32, help="measured requests per load level (default 32)")
+    p.add_argument("--num_prompts", type=_levels, default=[32], metavar="N or N1,N2,...",
+                   help="measured requests per load level; one value for all, or one per --concurrency level "
+                        "(default 32)")
     p.add_argument("--concurrency", type=_levels, default=[8], metavar="C1,C2,...",
                    help="maximum requests in flight; several levels run one after another (default 8)")
     p.add_argument("--request_rate", type=float, default=float("inf"),
@@ -42,7 +44,8 @@ def add_bench_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ignore_eos", default=False, type=lambda v: v.lower() in ("1", "true", "yes"), nargs="?",
                    const=True, metavar="true|false",
                    help="ask the server to ignore end-of-sequence, so every request runs --max_tokens (default false)")
-    p.add_argument("--num_warmups", type=int, default=2, help="requests sent before each level, not counted (default 2)")
+    p.add_argument("--num_warmups", type=int, default=2, help="requests sent before the first level, not counted "
+                   "(default 2)")
     p.add_argument("--seed", type=int, default=0, help="seed of prompt order and Poisson arrivals (default 0)")
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds per request before it counts as failed")
     p.add_argument("--metrics_url", default=None, help="Prometheus endpoint to scrape (default BASE_URL/metrics)")
@@ -61,9 +64,11 @@ def _check(args) -> list[str]:
     if bad or not sets:
         raise BenchError(f"--prompts={args.prompts}: unknown set(s) {bad or 'none'}; allowed: {', '.join(PROMPT_SETS)}",
                          param="--prompts")
-    for name in ("num_prompts", "max_tokens"):
-        if getattr(args, name) < 1:
-            raise BenchError(f"--{name}={getattr(args, name)}: must be >= 1", param=f"--{name}")
+    if args.max_tokens < 1:
+        raise BenchError(f"--max_tokens={args.max_tokens}: must be >= 1", param="--max_tokens")
+    if len(args.num_prompts) not in (1, len(args.concurrency)):
+        raise BenchError(f"--num_prompts: give one count or one per --concurrency level ({len(args.concurrency)})",
+                         param="--num_prompts")
     if args.num_warmups < 0:
         raise BenchError(f"--num_warmups={args.num_warmups}: must be >= 0", param="--num_warmups")
     if not args.request_rate > 0:
@@ -86,11 +91,12 @@ def cmd_bench_serve(args: argparse.Namespace) -> int:
     from . import bench_client as bc
     from .bench_report import acceptance, plot, summarise, table
 
-    prompts, notes = bc.load_prompts(sets, args.num_prompts + args.num_warmups, args.seed)
+    counts = args.num_prompts * len(args.concurrency) if len(args.num_prompts) == 1 else args.num_prompts
+    prompts, notes = bc.load_prompts(sets, max(counts) + args.num_warmups, args.seed)
     for note in notes:
         print(f"[adaspec] bench-serve: {note}", file=sys.stderr)
     warm, measured = prompts[:args.num_warmups], prompts[args.num_warmups:]
-    rows = asyncio.run(_run(args, warm, measured))
+    rows = asyncio.run(_run(args, warm, measured, counts))
     print(table(rows))
     if args.json_out:
         import os
@@ -110,7 +116,7 @@ def cmd_bench_serve(args: argparse.Namespace) -> int:
     return 0 if all(r["failed"] == 0 for r in rows) else 1
 
 
-async def _run(args, warm, measured) -> list[dict]:
+async def _run(args, warm, pool, counts) -> list[dict]:
     from . import bench_client as bc
     from .bench_report import acceptance, summarise
 
@@ -118,8 +124,9 @@ async def _run(args, warm, measured) -> list[dict]:
     target = bc.Target(args.base_url, model, args.endpoint, args.api_key, args.max_tokens, args.temperature,
                        args.ignore_eos, args.timeout)
     rows = []
-    for level in args.concurrency:
-        if warm:
+    for level, count in zip(args.concurrency, counts):
+        measured = pool[:count]
+        if warm and not rows:  # once, before the first level (as vllm bench serve does)
             await bc.run_level(target, warm, level, float("inf"), args.seed)
         before = await bc.scrape(args.base_url, args.metrics_url)
         bar = None
