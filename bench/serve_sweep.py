@@ -92,7 +92,10 @@ def main() -> int:
     p.add_argument("--workdir", default="/tmp/adaspec-serve-sweep")
     p.add_argument("--json_out", default="bench/results/serving.json")
     p.add_argument("--plot", default="bench/results/serving.png")
+    p.add_argument("--report_only", action="store_true", help="only print the table and plot of --json_out")
     a = p.parse_args()
+    if a.report_only:
+        return report(Path(a.json_out), a.plot)
     work = Path(a.workdir)
     work.mkdir(parents=True, exist_ok=True)
     out = Path(a.json_out)
@@ -117,25 +120,39 @@ def main() -> int:
             proc.send_signal(signal.SIGTERM)
             rc = proc.wait(120)
             print(f"[sweep] {name}: server exit status {rc}", file=sys.stderr)
+    return report(out, a.plot)
+
+
+def _per_cpu(r: dict) -> float | None:
+    """Output tokens per second of server CPU time: the speed on an idle core (1 thread)."""
+    cpu = r.get("server_cpu_seconds")
+    return r["total_output_tokens"] / cpu if cpu else None
+
+
+def report(out: Path, plot_path: str) -> int:
     rows = json.loads(out.read_text())
     base = {r["max_concurrency"]: r["output_throughput"] for r in rows if r["label"] == "plain"}
-    print("\n| config | conc. | done/failed | out tok/s | × plain | TTFT p50 / p99 ms | TPOT p50 / p99 ms "
-          "| accept. rate | accept. len | server CPU s / wall s |")
-    print("|" + "---|" * 10)
+    cpu_base = {r["max_concurrency"]: _per_cpu(r) for r in rows if r["label"] == "plain"}
+    print("\n| config | conc. | done/failed | out tok/s | × plain | out tok / server CPU s | × plain | TTFT p50 / p99 ms | TPOT p50 / p99 ms "
+          "| accept. rate | accept. len | round time measured / predicted | server CPU s / wall s |")
+    print("|" + "---|" * 11)
 
     def f(x, nd=1):
         return "–" if x is None else f"{x:.{nd}f}"
 
     for r in rows:
         ratio = r["output_throughput"] / base[r["max_concurrency"]] if base.get(r["max_concurrency"]) else None
+        pc, pc0 = _per_cpu(r), cpu_base.get(r["max_concurrency"])
         print(f"| {r['label']} | {r['max_concurrency']} | {r['completed']}/{r['failed']} | {f(r['output_throughput'])} "
-              f"| {f(ratio, 2)}× | {f(r['median_ttft_ms'], 0)} / {f(r['p99_ttft_ms'], 0)} "
+              f"| {f(ratio, 2)}× | {f(pc)} | {f(pc / pc0 if pc and pc0 else None, 2)}× | {f(r['median_ttft_ms'], 0)} / {f(r['p99_ttft_ms'], 0)} "
               f"| {f(r['median_tpot_ms'])} / {f(r['p99_tpot_ms'])} | {f(r.get('spec_decode_acceptance_rate'), 3)} "
-              f"| {f(r.get('spec_decode_acceptance_length'), 2)} | {f(r.get('server_cpu_seconds'))} / {f(r['duration'])} |")
+              f"| {f(r.get('spec_decode_acceptance_length'), 2)} "
+              f"| {f(r.get('adaspec_round_time_measured_over_predicted'), 2)} "
+              f"| {f(r.get('server_cpu_seconds'))} / {f(r['duration'])} |")
     from adaspec.server.bench_report import plot
 
-    plot(rows, a.plot)
-    print(f"\nplot: {a.plot}", file=sys.stderr)
+    plot(rows, plot_path)
+    print(f"\nplot: {plot_path}", file=sys.stderr)
     return 0
 
 

@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from typing import AsyncIterator, Callable
 
 from ..errors import RequestError, UserError
-from .llm_engine import LLMEngine, RequestOutput, RoundFailure
+from .llm_engine import LLMEngine, RequestOutput
+from .round_events import RoundFailure
 from .request import Request
 
 log = logging.getLogger("adaspec.engine")

@@ -20,9 +20,10 @@ import torch
 from ..config import ConfigError, EngineConfig
 from ..errors import RequestError  # noqa: F401 - re-exported: the engine's request refusals
 from ..metrics.spec_stats import SpecStats
-from ..rounds import RoundPlan, RoundResult
+from ..rounds import RoundPlan
 from ..sampling_params import SamplingParams
 from .request import Request
+from .round_events import RoundEvent, RoundFailure
 from .scheduler import ScheduledBatch, Scheduler
 
 
@@ -46,33 +47,6 @@ class RequestOutput:
     @property
     def finished(self) -> bool:
         return self.finish_reason is not None
-
-
-@dataclass(frozen=True)
-class RoundEvent:
-    """One completed round, as round observers see it (metrics, R-I2).
-
-    `started` / `finished` are host `perf_counter` readings taken where the round already returns
-    to the host: just before it is run and right after its one result read-back, on the thread
-    that ran it. No device sync or timing event is added for them (R-F2)."""
-
-    round_id: int
-    batch: ScheduledBatch
-    decoding: list[Request]  # the round's decoding requests, in the order of result.verify_lens
-    plan: RoundPlan
-    result: RoundResult
-    started: float
-    finished: float
-
-
-class RoundFailure(RuntimeError):
-    """A round raised: its requests were finished with reason "error"; the engine can go on."""
-
-    def __init__(self, request_ids: list[str], cause: BaseException):
-        super().__init__(f"round failed ({type(cause).__name__}: {cause}); "
-                         f"{len(request_ids)} request(s) failed: {', '.join(request_ids[:8])}")
-        self.request_ids = request_ids
-        self.cause = cause
 
 
 def configure_threads(threads: int) -> None:

@@ -89,7 +89,7 @@ def _check(args) -> list[str]:
 def cmd_bench_serve(args: argparse.Namespace) -> int:
     sets = _check(args)
     from . import bench_client as bc
-    from .bench_report import acceptance, plot, summarise, table
+    from .bench_report import plot, table
 
     counts = args.num_prompts * len(args.concurrency) if len(args.num_prompts) == 1 else args.num_prompts
     prompts, notes = bc.load_prompts(sets, max(counts) + args.num_warmups, args.seed)

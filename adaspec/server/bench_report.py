@@ -78,6 +78,10 @@ def acceptance(before: dict | None, after: dict | None) -> dict:
            "spec_decode_per_position_acceptance_rates": [per_pos[i] / drafts for i in sorted(per_pos)] if drafts else []}
     cpu = [k for k in after if k == "process_cpu_seconds_total"]
     row["server_cpu_seconds"] = (after[cpu[0]] - before.get(cpu[0], 0.0)) if cpu else None
+    # adaspec's own: measured / predicted time of the rounds the cost table covered (cost-model error)
+    pred = sum(v - before.get(k, 0.0) for k, v in after.items() if k.endswith(":round_predicted_seconds_total"))
+    meas = sum(v - before.get(k, 0.0) for k, v in after.items() if k.endswith(":round_measured_seconds_total"))
+    row["adaspec_round_time_measured_over_predicted"] = meas / pred if pred > 0 else None
     return row
 
 

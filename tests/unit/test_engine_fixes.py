@@ -22,7 +22,7 @@ from adaspec.engine.llm_engine import LLM, LLMEngine
 from adaspec.sampling_params import SamplingParams
 from replay_drafter import ReplayDrafter
 from test_adaptive_engine import CAL
-from test_calibrate_cli import draft_dir  # noqa: F401 - fixture: a tiny DSpark w=7 draft
+from test_calibrate_cli import draft_dir  # noqa: F401,F811 - fixture: a tiny DSpark w=7 draft
 
 PROMPTS = ["Hello there", "The quick brown fox", "1 2 3 4 5", "abc abc abc"]
 SMALL = dict(max_seqs_per_batch=4, max_num_batched_tokens=32, max_model_len=320)
@@ -129,7 +129,7 @@ def test_calibrate_refuses_an_explicit_plot_without_matplotlib_before_model_work
     assert "--plot=" in err and "pip install 'adaspec[plot]'" in err and "Traceback" not in err
 
 
-def test_calibrate_default_plot_is_skipped_up_front_without_matplotlib(tiny_llama_dir, draft_dir, monkeypatch, capsys,
+def test_calibrate_default_plot_is_skipped_up_front_without_matplotlib(tiny_llama_dir, draft_dir, monkeypatch, capsys,  # noqa: F811
                                                                      tmp_path):
     from adaspec.cli import main
 

@@ -66,3 +66,21 @@ def test_serve_refusals_are_one_line_with_exit_2(tiny_llama_dir):
                            capture_output=True, text=True, timeout=120)
         assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr, r.stderr
         assert "listening on" not in r.stderr  # refused before the port is bound
+
+
+def test_serve_without_the_server_extra_says_what_to_install(monkeypatch, capsys):
+    import builtins
+
+    from adaspec.cli import main
+
+    real = builtins.__import__
+
+    def no_fastapi(name, *a, **k):
+        if name.split(".")[0] == "fastapi":
+            raise ImportError("No module named 'fastapi'")
+        return real(name, *a, **k)
+
+    monkeypatch.setattr(builtins, "__import__", no_fastapi)
+    assert main(["serve"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "pip install 'adaspec[server]'" in err and "fastapi" in err

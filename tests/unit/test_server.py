@@ -106,7 +106,7 @@ REFUSALS = [  # (body change, param) -- R-B5, R-I1 ranges, OpenAI features adasp
     ({"logprobs": 1}, "logprobs"), ({"min_tokens": 3}, "min_tokens"), ({"logit_bias": {"5": 1.0}}, "logit_bias"),
     ({"presence_penalty": 0.5}, "presence_penalty"), ({"frequency_penalty": 0.1}, "frequency_penalty"),
     ({"repetition_penalty": 1.2}, "repetition_penalty"), ({"response_format": {"type": "json_object"}}, "response_format"),
-    ({"guided_regex": "a+"}, "guided_json" if False else "guided_regex"), ({"model": "gpt-4"}, "model"),
+    ({"guided_regex": "a+"}, "guided_regex"), ({"model": "gpt-4"}, "model"),
     ({"prompt": "x" * 100}, "prompt"), ({"prompt": ["a", "b"]}, "prompt"), ({"echo": True}, "echo"),
     ({"best_of": 3}, "best_of"), ({"temperature": "hot"}, "temperature"), ({"frobnicate": 1}, "frobnicate"),
     ({"stream_options": {"include_usage": True}}, "stream_options"), ({"prompt": [100000]}, "prompt"),
