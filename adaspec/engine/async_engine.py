@@ -126,7 +126,9 @@ class AsyncEngine:
     def submit(self, req: Request) -> _Stream:
         if not self.accepting:
             raise EngineNotReady(f"the engine is {self.state}")
-        if self.max_queued_requests is not None and self.num_waiting >= self.max_queued_requests:
+        # requests that would wait for a slot, counting this one: queued + waiting - free slots
+        would_wait = self.num_waiting - len(self.engine.scheduler.free_slots)
+        if self.max_queued_requests is not None and would_wait >= self.max_queued_requests:
             raise QueueFull(f"{self.num_waiting} requests are already waiting for a slot "
                             f"(--max_queued_requests={self.max_queued_requests}); retry later")
         stream = _Stream(asyncio.get_running_loop())

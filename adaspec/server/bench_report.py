@@ -119,6 +119,9 @@ def plot(rows: list[dict], path: str) -> str:
             if pts:
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label or "run")
         ax.set_xscale("log", base=2)
+        levels = sorted({r["max_concurrency"] for r in rows if r["max_concurrency"]})
+        ax.set_xticks(levels, [str(c) for c in levels])
+        ax.minorticks_off()
         ax.set_xlabel("concurrency")
         ax.set_title(title, fontsize=10)
         ax.grid(True, alpha=0.3)

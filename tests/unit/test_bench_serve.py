@@ -52,6 +52,15 @@ def test_bench_serve_writes_vllm_keys_json_and_plot(url, tmp_path, capsys):
     assert copy_file.exists() or "prompt set 'copy' skipped" in captured.err
 
 
+def test_bench_serve_poisson_arrivals(url, tmp_path):
+    out = tmp_path / "poisson.json"
+    assert main(["bench-serve", f"--base_url={url}", "--prompts=chat", "--endpoint=chat", "--num_prompts=4",
+                 "--concurrency=2", "--request_rate=40", "--max_tokens=4", "--num_warmups=0", "--progress=false",
+                 f"--json_out={out}"]) == 0
+    (row,) = json.loads(out.read_text())
+    assert row["request_rate"] == 40 and row["completed"] == 4 and row["max_concurrency"] == 2
+
+
 def test_bench_serve_refuses_bad_flags_before_sending(capsys):
     assert main(["bench-serve", "--prompts=poetry"]) == 2
     assert "--prompts=poetry" in capsys.readouterr().err
