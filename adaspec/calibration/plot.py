@@ -1,52 +1,23 @@
 """PNG of measured whole-round costs vs the fitted model, one panel per request bucket (issue 4, item 6).
 
 matplotlib is optional (`pip install 'adaspec[plot]'`) and imported lazily; the figure is drawn on
-an Agg canvas without touching pyplot's global state.
+an Agg canvas without touching pyplot's global state, rendered in memory and written as a new file
+(never overwritten, never half-written: adaspec/outputs.py).
 """
 
 from __future__ import annotations
 
+import io
 import math
 import os
 from pathlib import Path
 
-from ..errors import UserError
+from ..outputs import write_new_file
 from .cost_table import CostTable
 
 
-class PlotUnavailableError(UserError, RuntimeError):
-    """matplotlib is not installed (or the plot cannot be written where asked)."""
-
-
-DEFAULT_PLOT = "calibration.png"
-
-
-def plot_target(requested: str | None) -> str | None:
-    """Where `adaspec calibrate` will plot, decided before calibrating (issue 9, fix 4).
-
-    None (flag not given): DEFAULT_PLOT if matplotlib is installed, else no plot and a note on
-    stderr. "" : no plot. A path: matplotlib must be installed and its directory must exist, or
-    PlotUnavailableError names --plot now, before any model work."""
-    import importlib.util
-    import sys
-
-    have = importlib.util.find_spec("matplotlib") is not None
-    if requested is None:
-        if not have:
-            print("[adaspec] calibrate: matplotlib is not installed, so no plot is drawn "
-                  "(pip install 'adaspec[plot]' for calibration.png)", file=sys.stderr)
-            return None
-        requested = DEFAULT_PLOT
-    if not requested:
-        return None
-    if not have:
-        raise PlotUnavailableError(f"--plot={requested}: plotting needs matplotlib, which is not installed; "
-                                   "pip install 'adaspec[plot]', or pass --plot= for no plot", param="--plot")
-    parent = Path(requested).expanduser().resolve().parent
-    if not parent.is_dir():
-        raise PlotUnavailableError(f"--plot={requested}: directory {str(parent)!r} does not exist; create it or "
-                                   "choose another path", param="--plot")
-    return requested
+class PlotUnavailableError(RuntimeError):
+    """matplotlib is not installed."""
 
 
 def _matplotlib():
@@ -98,6 +69,6 @@ def plot_fit(table: CostTable, path: str | os.PathLike) -> Path:
         if i == 0:
             ax.legend(fontsize=7)
     fig.tight_layout()
-    out = Path(path)
-    fig.savefig(out, format="png")
-    return out
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")  # rendered in memory: a failure leaves no partial file
+    return write_new_file(Path(path), buf.getvalue(), "--plot", "plot")

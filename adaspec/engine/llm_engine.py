@@ -1,4 +1,4 @@
-"""LLMEngine (the step loop) and LLM (the offline Python API).
+"""LLMEngine (the step loop); the offline Python API `LLM` lives in llm.py (re-exported here).
 
 `LLMEngine.step()` is one round: schedule -> prepare tensors -> target forward -> sample -> commit.
 The result's `.tolist()` is the one device-to-host point of a step. The same engine object serves
@@ -12,6 +12,7 @@ import logging
 import os
 import time
 from contextlib import contextmanager
+import warnings
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
@@ -20,6 +21,8 @@ import torch
 from ..config import ConfigError, EngineConfig
 from ..errors import RequestError  # noqa: F401 - re-exported: the engine's request refusals
 from ..metrics.spec_stats import SpecStats
+from ..preflight import Checked, preflight, resolve_dtype  # noqa: F401 - resolve_dtype re-exported
+from ..preflight.requests import check_params, check_prompt, check_stop_ids, token_ids
 from ..rounds import RoundPlan
 from ..sampling_params import SamplingParams
 from .request import Request
@@ -56,44 +59,30 @@ def configure_threads(threads: int) -> None:
     torch.set_num_threads(threads)
 
 
-def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
-    if name == "auto":
-        if device.type == "cuda":
-            return torch.bfloat16
-        flags = ""
-        try:
-            with open("/proc/cpuinfo") as f:
-                flags = f.read()
-        except OSError:
-            pass
-        return torch.bfloat16 if ("avx512_bf16" in flags or "amx_bf16" in flags) else torch.float32
-    return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
-
-
 class LLMEngine:
-    def __init__(self, config: EngineConfig, drafter=None):
-        """`drafter`: an object following drafts.base.Drafter, used instead of loading one."""
-        from ..models.loader import load_model, resolve_model
-        from ..models.tokenizer import Tokenizer
+    def __init__(self, config: EngineConfig, drafter=None, *, checked: Checked | None = None):
+        """`drafter`: an object following drafts.base.Drafter, used instead of loading one.
+        `checked`: the result of `adaspec.preflight.preflight(config, ...)` when the caller ran it
+        already (the CLI, the server); otherwise it runs here, before any model work (issue 8)."""
+        from ..models.loader import load_model
         from ..runner.model_runner import ModelRunner
         from ..runner.round_runner import RoundRunner
 
-        self.config = config.validate()
+        if checked is None:
+            checked = preflight(config, drafter=drafter)
+            for w in checked.warnings:
+                warnings.warn(w, UserWarning, stacklevel=2)
+        self.checked = checked
+        self.config = config = checked.config
         configure_threads(config.threads)
-        self.device = torch.device(config.device)
-        if self.device.type == "cuda" and not torch.cuda.is_available():
-            raise ConfigError("--device=cuda but no CUDA device is available; use --device=cpu")
-        self.dtype = resolve_dtype(config.dtype, self.device)
-        self.model_dir = resolve_model(config.model)
+        self.device, self.dtype = checked.device, checked.dtype
+        self.model_dir = checked.model_dir
         self.model_config, self.model = load_model(self.model_dir, self.dtype, self.device)
-        self.tokenizer = Tokenizer(self.model_dir)
-        limit = self.model_config.max_position_embeddings
-        if config.max_model_len is not None and config.max_model_len > limit:
-            raise ConfigError(f"--max_model_len={config.max_model_len} exceeds the model's context limit {limit}")
-        self.max_model_len = config.max_model_len or min(limit, 2048)
+        self.tokenizer = checked.tokenizer
+        self.max_model_len = checked.max_model_len
         self.num_draft_tokens = config.num_draft_tokens
         # verify rows may run num_draft_tokens positions past the context limit before being cut
-        self.cache_len = cache_len = self.max_model_len + self.num_draft_tokens + 1
+        self.cache_len = cache_len = checked.cache_len
         runner = ModelRunner(self.model, config.max_seqs_per_batch, cache_len, self.device)
         self.drafter = None
         if config.speculative and drafter is not None:
@@ -101,8 +90,8 @@ class LLMEngine:
         elif config.speculative:
             from ..drafts.factory import load_drafter
 
-            self.drafter = load_drafter(config.draft_model, config.speculative_algorithm.lower(), self.model,
-                                        self.model_dir, self.device, self.dtype)
+            self.drafter = load_drafter(checked.draft_dir or config.draft_model, config.speculative_algorithm.lower(),
+                                        self.model, self.model_dir, self.device, self.dtype)
         if self.drafter is not None:
             if self.num_draft_tokens > self.drafter.max_steps:
                 raise ConfigError(f"--num_speculative_tokens={self.num_draft_tokens} exceeds what the draft "
@@ -121,12 +110,15 @@ class LLMEngine:
         self.round_observers: list = []
         self.control = None
         if config.adaptive:
-            from ..models.loader import quantization, weights_fingerprint
             from .control import AdaptiveControl
 
-            draft_fp = getattr(self.drafter, "fingerprint", None) or type(self.drafter).__name__
-            self.weights_fingerprint = f"{weights_fingerprint(self.model_dir)}+draft:{draft_fp}"
-            self.quantization = quantization(self.model_dir)
+            self.weights_fingerprint, self.quantization = checked.weights_fingerprint, checked.quantization
+            if self.weights_fingerprint is None:  # a Checked made without speculation facts: identify the weights here
+                from ..models.loader import quantization, weights_fingerprint
+
+                draft_fp = getattr(self.drafter, "fingerprint", None) or type(self.drafter).__name__
+                self.weights_fingerprint = f"{weights_fingerprint(self.model_dir)}+draft:{draft_fp}"
+                self.quantization = quantization(self.model_dir)
             self.control = AdaptiveControl(self)
             self.rounds.verify_controller = self.control.verify
 
@@ -147,41 +139,35 @@ class LLMEngine:
         params: SamplingParams | None = None,
         request_id: str | None = None,
         prompt_text: str | None = None,
+        template_tokens: int | None = None,
     ) -> Request:
-        """Check a request before any work is done for it (R-B5); RequestError names the field."""
-        params = params or SamplingParams()
+        """Check a request before any work is done for it (R-B5); RequestError names the field (`param`).
+
+        `prompt` is text or token ids (a list of int; nothing else is converted). `template_tokens`:
+        the length of the user's text before a chat template wrapped it (for the error message)."""
+        params = check_params(params)
         reason = params.unsupported_reason(speculative=self.config.speculative)
-        if reason:  # every reason starts with the field's name
-            raise RequestError(reason, param=reason.split(" ", 1)[0])
+        if reason:
+            raise RequestError(reason, param=reason.split()[0])
         if self.config.enable_unified_mtp_graph and params.temperature > 0:
             raise RequestError(
                 f"temperature={params.temperature} is not supported with --enable_unified_mtp_graph=true, which "
                 "serves temperature 0 only (R-E3); send temperature 0 or restart with --enable_unified_mtp_graph=false",
-                param="temperature",
-            )
+                param="temperature")
         if isinstance(prompt, str):
+            if prompt == "":
+                raise RequestError("prompt: empty prompt; send some text", param="prompt")
             text, ids = prompt, self.tokenizer.encode(prompt)
         else:
-            text, ids = prompt_text, [int(t) for t in prompt]
-        if not ids:
-            raise RequestError("prompt: empty prompt; send at least one token", param="prompt")
-        if len(ids) >= self.max_model_len:
-            raise RequestError(
-                f"prompt: {len(ids)} tokens do not fit the context limit {self.max_model_len} "
-                "(--max_model_len); shorten the prompt",
-                param="prompt",
-            )
-        bad = [t for t in ids if not 0 <= t < self.model_config.vocab_size]
-        if bad:
-            raise RequestError(f"prompt: token ids {bad[:5]} are outside the vocabulary (size {self.model_config.vocab_size})",
-                               param="prompt")
+            text, ids = prompt_text, token_ids(prompt)
+        check_prompt(ids, self.max_model_len, self.model_config.vocab_size, template_tokens=template_tokens)
+        check_stop_ids(params, self.model_config.vocab_size)
+        if request_id is not None and not isinstance(request_id, str):
+            raise RequestError(f"request_id must be a str, got {type(request_id).__name__}", param="request_id")
         request_id = request_id or f"req-{next(self._ids)}"
         if request_id in self.requests:
             raise RequestError(f"request_id {request_id!r} is already in use", param="request_id")
-        req = Request(request_id, text, ids, params)
-        if params.seed is not None:
-            req.generator = torch.Generator(device=self.device).manual_seed(params.seed)
-        return req
+        return Request(request_id, text, ids, params)  # a seed's noise is per position (sampling/seeding.py)
 
     def enqueue(self, req: Request) -> str:
         self.requests[req.request_id] = req
@@ -390,44 +376,4 @@ class LLMEngine:
         )
 
 
-class LLM:
-    """Offline API: `LLM(model=...).generate(prompts, SamplingParams(...))`."""
-
-    def __init__(self, model: str | None = None, drafter=None, **config):
-        self.engine = LLMEngine(EngineConfig(model=model, **config), drafter=drafter)
-        self.tokenizer = self.engine.tokenizer
-
-    def generate(
-        self,
-        prompts: str | Sequence[str] | Sequence[Sequence[int]],
-        params: SamplingParams | Sequence[SamplingParams] | None = None,
-        chat: bool = False,
-        use_tqdm: bool = False,
-    ) -> list[RequestOutput]:
-        if isinstance(prompts, str) or (prompts and isinstance(prompts[0], int)):
-            prompts = [prompts]
-        params_list = list(params) if isinstance(params, (list, tuple)) else [params or SamplingParams()] * len(prompts)
-        if len(params_list) != len(prompts):
-            raise RequestError(f"got {len(params_list)} SamplingParams for {len(prompts)} prompts")
-        requests = []
-        for prompt, p in zip(prompts, params_list):  # check all before queuing any
-            if chat and isinstance(prompt, str):
-                requests.append(self.engine.make_request(self.tokenizer.chat_prompt_ids(prompt), p, prompt_text=prompt))
-            else:
-                requests.append(self.engine.make_request(prompt, p))
-        ids = [self.engine.enqueue(r) for r in requests]
-        results: dict[str, RequestOutput] = {}
-        bar = None
-        if use_tqdm:
-            from tqdm import tqdm
-
-            bar = tqdm(total=len(ids), desc="generate", unit="req")
-        while self.engine.has_unfinished():
-            for out in self.engine.step():
-                if out.finished:
-                    results[out.request_id] = out
-                    if bar is not None:
-                        bar.update(1)
-        if bar is not None:
-            bar.close()
-        return [results[rid] for rid in ids]
+from .llm import LLM  # noqa: E402,F401 - re-exported: the offline API lives in llm.py

@@ -6,8 +6,6 @@ import enum
 import time
 from dataclasses import dataclass, field
 
-import torch
-
 from ..sampling_params import SamplingParams
 
 
@@ -35,7 +33,6 @@ class Request:
     stop_checked_len: int = 0  # characters of output text already searched for stop strings
     first_token_time: float | None = None
     finish_time: float | None = None
-    generator: torch.Generator | None = None
     num_drafts: int = 0  # rounds in which this request verified >= 1 draft token
     num_draft_tokens: int = 0  # draft tokens verified
     num_accepted_tokens: int = 0  # draft tokens accepted (bonus excluded)

@@ -2,8 +2,8 @@
 
 `serve` takes exactly the engine flags of `generate` / `calibrate` (cli.add_engine_flags) and builds
 its EngineConfig with the same function (`cli.engine_config`), so every refusal `generate` gives,
-`serve` gives before it binds the port; file checks that need no model (preflight.py) come next;
-only then is the port bound. The engine is built on the engine thread while the server answers
+`serve` gives before it binds the port; then `adaspec.preflight` checks every file, saved table and
+model config without loading weights; only then is the port bound. The engine is built on the engine thread while the server answers
 `/health` with 503; a start-up error there is still reported as one line with exit status 2.
 SIGTERM / SIGINT: stop accepting (503), let in-flight requests finish for up to
 --shutdown_timeout seconds, cancel the rest, exit 0.
@@ -28,8 +28,8 @@ class ServeError(UserError, ValueError):
 
 
 def add_server_commands(sub, add_engine_flags) -> None:
-    """Add the `serve` and `bench-serve` subparsers; each carries its function as `args.run`."""
-    from .bench_cli import add_bench_flags, cmd_bench_serve
+    """Add the `serve` and `bench-serve` subparsers (cli.COMMANDS runs cmd_serve / bench_cli.cmd_bench_serve)."""
+    from .bench_cli import add_bench_flags
 
     serve = sub.add_parser("serve", help="OpenAI-compatible HTTP server with Prometheus /metrics",
                            description="Serve /v1/completions and /v1/chat/completions (streaming and not), "
@@ -56,8 +56,6 @@ def add_server_commands(sub, add_engine_flags) -> None:
                                        "shipped with adaspec, vllm-bench-serve JSON keys, acceptance from /metrics.",
                            allow_abbrev=False)
     add_bench_flags(bench)
-    serve.set_defaults(run=cmd_serve)
-    bench.set_defaults(run=cmd_bench_serve)
 
 
 def require_server_extra(command: str = "serve") -> None:
@@ -114,11 +112,13 @@ def _bind(host: str, port: int) -> socket.socket:
 def cmd_serve(args: argparse.Namespace) -> int:
     require_server_extra()
     from .. import cli
-    from .preflight import check_before_model_work
+    from ..preflight import preflight
 
     config = cli.engine_config(args)  # the refusals `generate` gives, before the port is bound
     _check_serve_flags(args)
-    check_before_model_work(config)
+    checked = preflight(config)  # every file, table and model-config check, before any model work
+    for w in checked.warnings:
+        print(f"adaspec serve: warning: {w}", file=sys.stderr)
 
     import uvicorn
 
@@ -134,7 +134,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if server is not None:
             server.should_exit = True
 
-    engine = AsyncEngine(lambda: _build(LLMEngine, config), max_queued_requests=args.max_queued_requests,
+    engine = AsyncEngine(lambda: _build(LLMEngine, config, checked), max_queued_requests=args.max_queued_requests,
                          on_fatal=fatal)
     app = build_app(engine, ServerSettings(name, args.api_key, args.metrics_namespace))
     sock = _bind(args.host, args.port)
@@ -171,7 +171,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _build(LLMEngine, config):
-    engine = LLMEngine(config)
+def _build(LLMEngine, config, checked):
+    engine = LLMEngine(config, checked=checked)
     print("[adaspec] serve: engine ready", file=sys.stderr, flush=True)
     return engine

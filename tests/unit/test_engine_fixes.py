@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import threading
 
@@ -113,9 +112,13 @@ def _no_engine(monkeypatch):
 
 
 def _hide_matplotlib(monkeypatch):
-    real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name.split(".")[0] == "matplotlib" else real(name, *a))
+    from adaspec.calibration import plot
+
+    def missing():
+        raise plot.PlotUnavailableError("plotting the cost fit needs matplotlib, which is not installed; "
+                                        "install it with: pip install 'adaspec[plot]'")
+
+    monkeypatch.setattr(plot, "_matplotlib", missing)
 
 
 def test_calibrate_refuses_an_explicit_plot_without_matplotlib_before_model_work(monkeypatch, capsys, tmp_path):
