@@ -41,7 +41,7 @@ class _Common(BaseModel):
     stop: StopField = None
     stop_token_ids: list[int] | None = None
     ignore_eos: bool | None = False
-    seed: int | None = Field(None, description="supported without speculative decoding only")
+    seed: int | None = Field(None, description="per-request seed of the sampling noise")
     presence_penalty: float | None = 0.0
     frequency_penalty: float | None = 0.0
     repetition_penalty: float | None = 1.0
