@@ -48,8 +48,8 @@ def flag_error(message: str, prog: str) -> FlagError:
         return FlagError(f"unknown command {m.group(1)}: the commands are {m.group(2).replace(chr(39), '')}; {see}",
                          param="COMMAND")
     if message == "the following arguments are required: COMMAND":
-        return FlagError(f"no command given: run `adaspec generate`, `adaspec calibrate` or `adaspec train-draft`; {see}",
-                         param="COMMAND")
+        return FlagError("no command given: run `adaspec generate`, `adaspec calibrate`, `adaspec serve`, "
+                         f"`adaspec bench-serve` or `adaspec train-draft`; {see}", param="COMMAND")
     m = re.match(r"the following arguments are required: (.*)", message)
     if m:
         first = m.group(1).split(",")[0].strip()
@@ -172,6 +172,9 @@ def build_parser() -> ArgumentParser:
     from .training.cli import add_train_flags
 
     add_train_flags(train)
+    from .server.cli import add_server_commands
+
+    add_server_commands(sub, add_engine_flags)  # serve, bench-serve (issue 9)
     return parser
 
 
@@ -194,7 +197,20 @@ def cmd_train_draft(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"generate": cmd_generate, "calibrate": cmd_calibrate, "train-draft": cmd_train_draft}
+def cmd_serve(args: argparse.Namespace) -> int:
+    from .server.cli import cmd_serve as run
+
+    return run(args)
+
+
+def cmd_bench_serve(args: argparse.Namespace) -> int:
+    from .server.bench_cli import cmd_bench_serve as run
+
+    return run(args)
+
+
+COMMANDS = {"generate": cmd_generate, "calibrate": cmd_calibrate, "train-draft": cmd_train_draft,
+            "serve": cmd_serve, "bench-serve": cmd_bench_serve}
 _ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EPIPE, errno.EIO}
 
 

@@ -8,6 +8,7 @@ as it is fitted (before the plot), and neither file is ever overwritten or left 
 from __future__ import annotations
 
 import json
+import sys
 
 from ..config import ConfigError
 from ..errors import UserError
@@ -27,11 +28,26 @@ def check_plot_path(path: str) -> None:
         raise UserError(f"--plot={path}: {e}; or pass --plot= for no plot", param="--plot") from None
 
 
+def _have_matplotlib() -> bool:
+    from ..calibration.plot import PlotUnavailableError, _matplotlib
+
+    try:
+        _matplotlib()
+    except PlotUnavailableError:
+        return False
+    return True
+
+
 def cmd_calibrate(args, engine_config) -> int:
     config = engine_config(args)
     if not config.adaptive:
         raise ConfigError("calibrate needs --enable_adaptive_target_verify=true or --enable_adaptive_draft_step=true "
                           "(with --speculative_algorithm=MTP or DSpark)", param="--enable_adaptive_target_verify")
+    if args.plot and "--plot" not in getattr(args, "explicit_flags", {"--plot"}) and not _have_matplotlib():
+        # the default plot needs an optional package: skip it (said up front) rather than refuse (issue 9)
+        print("adaspec calibrate: note: matplotlib is not installed, so no plot is drawn "
+              "(pip install 'adaspec[plot]' for calibration.png)", file=sys.stderr)
+        args.plot = ""
     if args.plot:
         check_plot_path(args.plot)
     checked = preflight(config, outputs={"--plot": args.plot or None})

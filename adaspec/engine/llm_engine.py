@@ -8,8 +8,10 @@ The result's `.tolist()` is the one device-to-host point of a step. The same eng
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import time
+from contextlib import contextmanager
 import warnings
 from dataclasses import dataclass
 from typing import Iterable, Sequence
@@ -24,6 +26,7 @@ from ..preflight.requests import check_params, check_prompt, check_stop_ids, tok
 from ..rounds import RoundPlan
 from ..sampling_params import SamplingParams
 from .request import Request
+from .round_events import RoundEvent, RoundFailure
 from .scheduler import ScheduledBatch, Scheduler
 
 
@@ -38,6 +41,11 @@ class RequestOutput:
     arrival_time: float
     first_token_time: float | None
     finish_time: float | None
+    # speculation of this request (R-I2): rounds that verified >= 1 draft token, drafted tokens
+    # verified, accepted draft tokens (bonus excluded), as metrics.spec_stats counts them
+    num_drafts: int = 0
+    num_draft_tokens: int = 0
+    num_accepted_tokens: int = 0
 
     @property
     def finished(self) -> bool:
@@ -121,6 +129,8 @@ class LLMEngine:
         self.round_id = 0
         self._executor = None
         self._inflight = None  # (batch, plan, future) of the round running on the worker thread
+        # called with a RoundEvent after each completed round (on the engine's thread)
+        self.round_observers: list = []
         self.control = None
         if config.adaptive:
             from .control import AdaptiveControl
@@ -188,38 +198,87 @@ class LLMEngine:
         return req.request_id
 
     def abort(self, request_id: str) -> None:
+        """Stop a request now and free its slot. Call from the thread that calls `step()`.
+
+        If the request is part of the round running on the overlap worker, its refresh entries
+        belong to that round: the worker is still reading and writing them, so they are released
+        when the round is collected (`commit` skips and releases finished requests)."""
         req = self.requests.pop(request_id, None)
         if req is not None and not req.finished:
             self.scheduler.finish(req)
-            self.rounds.release(request_id)
+            if not self._in_flight(req):
+                self.rounds.release(request_id)
+
+    def _in_flight(self, req: Request) -> bool:
+        return self._inflight is not None and any(c.request is req for c in self._inflight[0].chunks)
 
     # ---- one step ------------------------------------------------------------------------
     def step(self) -> list[RequestOutput]:
-        """Run one round; returns the state of every request that produced a token (or finished)."""
+        """Run one round; returns the state of every request that produced a token (or finished).
+
+        If the round raises, its requests are finished with reason "error" (slots and draft state
+        freed) and `RoundFailure` is raised naming them; the engine stays usable for the rest."""
         if self.config.enable_schedule_overlap:
             return self._step_overlapped()
-        launched = self._launch()
-        if launched is None:
+        batch = self._schedule()
+        if batch is None:
             return []
-        return self._outputs(self._collect(*launched))
+        with self._failing(batch):
+            return self._outputs(self._collect(batch, *self._run(batch)))
 
-    def _launch(self, executor=None):
-        """Schedule and plan the next round; run it (or submit it to `executor`)."""
+    def _schedule(self) -> ScheduledBatch | None:
         batch = self.scheduler.schedule(verify_cap=self.verify_cap)
-        if not batch:
-            return None
+        return batch or None
+
+    def _run(self, batch: ScheduledBatch, executor=None):
+        """Plan the round; run it here, or submit it to `executor`. Returns (plan, timed result)."""
         self.round_id += 1
         plan = self.plan(batch, self.round_id)
         if executor is None:
-            return batch, plan, self.rounds.run(batch.chunks, plan)
-        return batch, plan, executor.submit(self.rounds.run, batch.chunks, plan)
+            return plan, self._timed_run(batch.chunks, plan)
+        return plan, executor.submit(self._timed_run, batch.chunks, plan)
 
-    def _collect(self, batch: ScheduledBatch, plan: RoundPlan, result) -> list[Request]:
-        """Feedback (the normal result path, R-C4) and commit of a completed round."""
+    def _timed_run(self, chunks, plan: RoundPlan):
+        started = time.perf_counter()
+        result = self.rounds.run(chunks, plan)  # ends with the round's one device-to-host read-back
+        return result, started, time.perf_counter()
+
+    def _collect(self, batch: ScheduledBatch, plan: RoundPlan, timed) -> list[Request]:
+        """Feedback (the normal result path, R-C4), commit and observers of a completed round."""
+        result, started, finished = timed
         self.spec_stats.observe(result.verify_lens, result.num_accepted)
+        decoding = [c.request for c in batch.chunks if c.is_decode]
+        for req, L, m in zip(decoding, result.verify_lens, result.num_accepted):
+            if L:
+                req.num_drafts, req.num_draft_tokens = req.num_drafts + 1, req.num_draft_tokens + L
+                req.num_accepted_tokens += m
         if self.control is not None:
             self.control.observe(result, plan.round_id)
-        return self.commit(batch, result)
+        updated = self.commit(batch, result)
+        if self.round_observers:
+            event = RoundEvent(plan.round_id, batch, decoding, plan, result, started, finished)
+            for observe in self.round_observers:
+                try:
+                    observe(event)
+                except Exception:  # an observer's bug must not fail the round's requests
+                    logging.getLogger("adaspec.engine").exception("round observer %r failed", observe)
+        return updated
+
+    @contextmanager
+    def _failing(self, batch: ScheduledBatch):
+        """Turn an exception of the round into failed requests + RoundFailure (error isolation)."""
+        try:
+            yield
+        except Exception as e:
+            failed = []
+            for chunk in batch.chunks:
+                req = chunk.request
+                self.rounds.release(req.request_id)
+                if not req.finished:
+                    self._finish(req, "error")
+                    failed.append(req.request_id)
+                self.requests.pop(req.request_id, None)
+            raise RoundFailure(failed, e) from e
 
     def _step_overlapped(self) -> list[RequestOutput]:
         """Schedule overlap: round n runs on a worker thread while this thread turns round n-1's
@@ -237,8 +296,12 @@ class LLMEngine:
         if self._inflight is not None:
             batch, plan, future = self._inflight
             self._inflight = None
-            updated = self._collect(batch, plan, future.result())
-        self._inflight = self._launch(self._executor)
+            with self._failing(batch):
+                updated = self._collect(batch, plan, future.result())
+        batch = self._schedule()
+        if batch is not None:
+            with self._failing(batch):
+                self._inflight = (batch, *self._run(batch, self._executor))
         return self._outputs(updated)
 
     def has_unfinished(self) -> bool:
@@ -306,9 +369,13 @@ class LLMEngine:
 
     def _match_stop_string(self, req: Request) -> bool:
         text = self.tokenizer.decode(req.output_token_ids)
-        # only the tail can hold a new match: the previous tokens were checked already
-        window = max(len(s) for s in req.params.stop) + 16
-        hits = [i for s in req.params.stop if (i := text.find(s, max(0, len(text) - window))) >= 0]
+        # Only text from the last check on can complete a new match, however long the new token
+        # is: search from the previously checked length, back by the longest stop string (minus
+        # one) plus slack for a partial UTF-8 character at the old end that decodes differently now.
+        longest = max(len(s) for s in req.params.stop)
+        start = max(0, req.stop_checked_len - longest - 8)
+        hits = [i for s in req.params.stop if (i := text.find(s, start)) >= 0]
+        req.stop_checked_len = len(text)
         if hits:
             req.stop_text_end = min(hits)
             return True
@@ -317,6 +384,10 @@ class LLMEngine:
     def _finish(self, req: Request, reason: str) -> None:
         req.finish_reason, req.finish_time = reason, time.perf_counter()
         self.scheduler.finish(req)
+
+    def output(self, req: Request) -> RequestOutput:
+        """The request's current state as a RequestOutput (forgotten by the engine once finished)."""
+        return self._output(req)
 
     def _output(self, req: Request) -> RequestOutput:
         text = self.tokenizer.decode(req.output_token_ids)
@@ -327,6 +398,7 @@ class LLMEngine:
         return RequestOutput(
             req.request_id, req.prompt, req.prompt_token_ids, list(req.output_token_ids), text,
             req.finish_reason, req.arrival_time, req.first_token_time, req.finish_time,
+            req.num_drafts, req.num_draft_tokens, req.num_accepted_tokens,
         )
 
 
