@@ -1,7 +1,11 @@
 """`adaspec` command line: flags in the seed's style (`--flag=value`, booleans `true|false`).
 
 Engine flags are generated from `EngineConfig`'s fields, so one flag set serves every subcommand.
-Wrong flags and values exit with status 2 and a message that names the flag and the fix.
+Errors (README "Errors"): a user's mistake -- a wrong flag or value, a bad file, model directory,
+prompt or request -- is one line on stderr, `adaspec COMMAND: error: ...`, naming the flag or field
+and the fix, and exit status 2, before any model work where it is knowable then. A failure of the
+machine (disk full, permission denied while writing) is one line and status 1. Anything else is a
+bug in adaspec: its traceback is shown, with one line saying so, and status 1.
 """
 
 from __future__ import annotations
@@ -9,32 +13,66 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
-import json
+import errno
+import re
 import sys
-import time
+import traceback
 from typing import Any, Sequence
 
-from .config import ConfigError, EngineConfig
-from .flags import parse_bool
+from .config import EngineConfig
+from .errors import BUG_REPORT, FlagError, UserError
+from .flags import finite_float, integer, parse_bool
 
 
 class ArgumentParser(argparse.ArgumentParser):
-    """argparse, but an unknown flag is answered with the closest known one."""
+    """argparse, but every error is a one-line FlagError naming the flag (no usage dump, no exit)."""
 
     def error(self, message: str):  # noqa: D401 - argparse API
-        if "unrecognized arguments" in message:
-            from .config import RENAMED_SWITCHES, renamed_switch_message
+        raise flag_error(message, self.prog)
 
-            known = _all_flags(self)
-            hints = []
-            for arg in message.split(":", 1)[1].split():
-                flag = arg.split("=", 1)[0]
-                if flag.lstrip("-") in RENAMED_SWITCHES:
-                    super().error(renamed_switch_message(flag.lstrip("-")))
-                close = difflib.get_close_matches(flag, known, n=1)
-                hints.append(f"{flag} (did you mean {close[0]}?)" if close else flag)
-            message = f"unknown flag(s): {', '.join(hints)}; see `{self.prog} --help`"
-        super().error(message)
+
+def flag_error(message: str, prog: str) -> FlagError:
+    """argparse's message as one line: `--flag=value: what is wrong; see `adaspec generate --help``."""
+    see = f"see `{prog} --help`"
+    m = re.match(r"argument (--[\w-]+)(?:/\S+)?: (.*)", message)
+    if m:
+        flag, why = m.group(1), m.group(2)
+        why = re.sub(r"invalid (?:int|integer|_int_list|integer) value: (.*)", r"expected an integer, got \1", why)
+        why = re.sub(r"invalid (?:float|finite_float) value: (.*)", r"expected a number, got \1", why)
+        why = re.sub(r"invalid choice: (.*) \(choose from (.*)\)", lambda c: f"allowed values are "
+                     f"{c.group(2).replace(chr(39), '')}; got {c.group(1)}", why)
+        why = why.replace("expected one argument", "needs a value: write " + flag + "=VALUE")
+        return FlagError(f"{flag}: {why}; {see}", param=flag)
+    m = re.match(r"argument COMMAND: invalid choice: (.*) \(choose from (.*)\)", message)
+    if m:
+        return FlagError(f"unknown command {m.group(1)}: the commands are {m.group(2).replace(chr(39), '')}; {see}",
+                         param="COMMAND")
+    if message == "the following arguments are required: COMMAND":
+        return FlagError("no command given: run `adaspec generate`, `adaspec calibrate`, `adaspec serve`, "
+                         f"`adaspec bench-serve` or `adaspec train-draft`; {see}", param="COMMAND")
+    m = re.match(r"the following arguments are required: (.*)", message)
+    if m:
+        first = m.group(1).split(",")[0].strip()
+        return FlagError(f"missing required flag(s) {m.group(1)}; {see}", param=first if first.startswith("--") else None)
+    return FlagError(f"{message}; {see}")
+
+
+def unknown_flags_error(extras: list[str], parser: argparse.ArgumentParser, prog: str) -> FlagError:
+    from .config import RENAMED_SWITCHES, renamed_switch_message
+
+    known = _all_flags(parser)
+    hints = []
+    for arg in extras:
+        flag = arg.split("=", 1)[0]
+        if flag.lstrip("-") in RENAMED_SWITCHES:
+            return FlagError(renamed_switch_message(flag.lstrip("-")), param=flag)
+        if not flag.startswith("-"):
+            hints.append(f"{arg!r} (flags are written --name=value)")
+            continue
+        close = difflib.get_close_matches(flag, known, n=1)
+        hints.append(f"{flag} (did you mean {close[0]}?)" if close else flag)
+    first = extras[0].split("=", 1)[0]
+    return FlagError(f"unknown flag(s): {', '.join(hints)}; see `{prog} --help`", param=first)
 
 
 def _all_flags(parser: argparse.ArgumentParser) -> list[str]:
@@ -51,7 +89,7 @@ def _int_list(value: str) -> tuple[int, ...]:
     try:
         return tuple(int(v) for v in value.split(",") if v.strip())
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {value!r}")
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {value!r}") from None
 
 
 def _choice(allowed: Sequence[str]):
@@ -90,7 +128,7 @@ def add_engine_flags(parser: argparse.ArgumentParser) -> None:
             kwargs["type"] = str
             kwargs["metavar"] = "DIR" if f.name in ("model", "draft_model") else "FILE"
         else:
-            kwargs["type"] = int
+            kwargs["type"] = integer
         parser.add_argument(f"--{f.name}", **kwargs)
 
 
@@ -107,12 +145,13 @@ def build_parser() -> ArgumentParser:
                          description="Generate completions with the engine (default model: bundled SmolLM2-135M-Instruct).",
                          allow_abbrev=False)
     gen.add_argument("--prompt", action="append", default=[], help="a prompt (repeatable)")
-    gen.add_argument("--prompts_file", help="JSONL file: one prompt per line, a JSON string or {\"prompt\": ...}")
-    gen.add_argument("--max_tokens", type=int, default=64, help="maximum new tokens per prompt (default 64)")
-    gen.add_argument("--temperature", type=float, default=0.0, help="sampling temperature, 0 = greedy (default 0)")
-    gen.add_argument("--top_k", type=int, default=0, help="keep the k most likely tokens, 0 = off (default 0)")
-    gen.add_argument("--top_p", type=float, default=1.0, help="nucleus sampling mass, 1 = off (default 1)")
-    gen.add_argument("--min_p", type=float, default=0.0, help="drop tokens below min_p x the top probability (default 0)")
+    gen.add_argument("--prompts_file", help="JSONL file: one prompt per line, a JSON string, {\"prompt\": ...} or "
+                                            "{\"messages\": [...]} (chat)")
+    gen.add_argument("--max_tokens", type=integer, default=64, help="maximum new tokens per prompt (default 64)")
+    gen.add_argument("--temperature", type=finite_float, default=0.0, help="sampling temperature, 0 = greedy (default 0)")
+    gen.add_argument("--top_k", type=integer, default=0, help="keep the k most likely tokens, 0 = off (default 0)")
+    gen.add_argument("--top_p", type=finite_float, default=1.0, help="nucleus sampling mass, 1 = off (default 1)")
+    gen.add_argument("--min_p", type=finite_float, default=0.0, help="drop tokens below min_p x the top probability (default 0)")
     gen.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
     _add_bool(gen, "chat", True, "wrap each prompt in the model's chat template")
     _add_bool(gen, "json", False, "print one JSON object (outputs and stats) and nothing else on stdout")
@@ -124,7 +163,8 @@ def build_parser() -> ArgumentParser:
                                      "Needs --enable_adaptive_target_verify=true or --enable_adaptive_draft_step=true.",
                          allow_abbrev=False)
     cal.add_argument("--plot", default="calibration.png", metavar="FILE",
-                     help="PNG of measured points vs the fitted model (default calibration.png; empty = no plot)")
+                     help="PNG of measured points vs the fitted model; never overwritten (default calibration.png; "
+                          "empty = no plot)")
     add_engine_flags(cal)
 
     train = sub.add_parser("train-draft", help="train an MTP or DSpark draft for a target model (R-B6)",
@@ -133,93 +173,22 @@ def build_parser() -> ArgumentParser:
     from .training.cli import add_train_flags
 
     add_train_flags(train)
+    from .server.cli import add_server_commands
+
+    add_server_commands(sub, add_engine_flags)  # serve, bench-serve (issue 9)
     return parser
 
 
-def _read_prompts(args: argparse.Namespace) -> list[str]:
-    prompts = list(args.prompt)
-    if args.prompts_file:
-        try:
-            with open(args.prompts_file) as f:
-                for n, line in enumerate(f, 1):
-                    if not line.strip():
-                        continue
-                    try:
-                        item = json.loads(line)
-                    except json.JSONDecodeError as e:
-                        raise SystemExit(f"--prompts_file: line {n} is not JSON ({e.msg})")
-                    if isinstance(item, dict) and isinstance(item.get("prompt"), str):
-                        item = item["prompt"]
-                    if not isinstance(item, str):
-                        raise SystemExit(f"--prompts_file: line {n} must be a string or an object with a \"prompt\" string")
-                    prompts.append(item)
-        except OSError as e:
-            raise SystemExit(f"--prompts_file: cannot read {args.prompts_file}: {e.strerror}")
-    if not prompts:
-        raise SystemExit("no prompt given: pass --prompt=TEXT (repeatable) or --prompts_file=FILE.jsonl")
-    return prompts
-
-
 def cmd_generate(args: argparse.Namespace) -> int:
-    from pydantic import ValidationError
+    from .commands.generate import cmd_generate as run
 
-    from .engine.llm_engine import LLM, RequestError
-    from .sampling_params import SamplingParams
-
-    prompts = _read_prompts(args)
-    try:
-        params = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature, top_k=args.top_k,
-                                top_p=args.top_p, min_p=args.min_p, stop=args.stop)
-    except ValidationError as e:
-        err = e.errors()[0]
-        raise SystemExit(f"--{err['loc'][0]}: {err['msg']}")
-    llm = LLM(**dataclasses.asdict(engine_config(args)))
-    t0 = time.perf_counter()
-    try:
-        outputs = llm.generate(prompts, params, chat=args.chat, use_tqdm=not args.json and len(prompts) > 1)
-    except RequestError as e:
-        raise SystemExit(f"error: {e}")
-    elapsed = time.perf_counter() - t0
-    n_out = sum(len(o.token_ids) for o in outputs)
-    stats = {"output_tokens": n_out, "elapsed_s": round(elapsed, 4), "tokens_per_s": round(n_out / elapsed, 3),
-             "linear_backend": llm.engine.linear_backend}
-    if llm.engine.config.speculative:
-        stats.update(llm.engine.spec_stats.summary())
-    if llm.engine.control is not None:
-        stats.update(llm.engine.control.summary())
-    if args.json:
-        print(json.dumps({
-            "outputs": [{"prompt": p, "token_ids": o.token_ids, "text": o.text, "finish_reason": o.finish_reason}
-                        for p, o in zip(prompts, outputs)],
-            "stats": stats,
-        }))
-    else:
-        for p, o in zip(prompts, outputs):
-            print(f"### prompt: {p}\n{o.text}\n[finish_reason={o.finish_reason}, tokens={len(o.token_ids)}]\n")
-        print(f"{n_out} tokens in {elapsed:.2f} s ({stats['tokens_per_s']} tok/s)", file=sys.stderr)
-    return 0
+    return run(args, engine_config)
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    from .engine.llm_engine import LLMEngine
+    from .commands.calibrate import cmd_calibrate as run
 
-    config = engine_config(args)
-    if not config.adaptive:
-        raise ConfigError("calibrate needs --enable_adaptive_target_verify=true or --enable_adaptive_draft_step=true "
-                          "(with --speculative_algorithm=MTP or DSpark)")
-    engine = LLMEngine(config)
-    table = engine.control.table
-    print(json.dumps({"source": table.source or "calibrated now",
-                      "calibration_seconds": round(engine.control.calibration_seconds, 2),
-                      "metadata": table.metadata.model_dump(mode="json", exclude={"calibration"}),
-                      "model": table.model.to_dict()}, indent=1))
-    for line in table.coverage_lines():
-        print(line)
-    if args.plot:
-        from .calibration.plot import plot_fit
-
-        print(f"plot written to {plot_fit(table, args.plot)}")
-    return 0
+    return run(args, engine_config)
 
 
 def cmd_train_draft(args: argparse.Namespace) -> int:
@@ -229,16 +198,69 @@ def cmd_train_draft(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    from .errors import UserError
+def cmd_serve(args: argparse.Namespace) -> int:
+    from .server.cli import cmd_serve as run
 
+    return run(args)
+
+
+def cmd_bench_serve(args: argparse.Namespace) -> int:
+    from .server.bench_cli import cmd_bench_serve as run
+
+    return run(args)
+
+
+COMMANDS = {"generate": cmd_generate, "calibrate": cmd_calibrate, "train-draft": cmd_train_draft,
+            "serve": cmd_serve, "bench-serve": cmd_bench_serve}
+_ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EPIPE, errno.EIO}
+
+
+def _command_of(argv: Sequence[str]) -> str | None:
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
+def one_line(message: str) -> str:
+    return re.sub(r"\s*\n\s*", "; ", str(message).strip())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one subcommand; returns the exit status (0 ok, 2 user error, 1 system error or bug)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = _command_of(argv) if _command_of(argv) in COMMANDS else None
+    prog = f"adaspec {command}" if command else "adaspec"
     try:
-        return {"generate": cmd_generate, "calibrate": cmd_calibrate, "train-draft": cmd_train_draft}[args.command](args)
+        parser = build_parser()
+        args, extras = parser.parse_known_args(argv)
+        if extras:  # the closest flag of this subcommand (another subcommand's flag would not help)
+            sub = next((a.choices[command] for a in parser._actions
+                        if isinstance(a, argparse._SubParsersAction) and command in a.choices), parser)
+            raise unknown_flags_error(extras, sub, prog)
+        args.explicit_flags = {a.split("=", 1)[0] for a in argv if a.startswith("--")}
+        return COMMANDS[args.command](args)
+    except SystemExit as e:  # --help, or a legacy SystemExit("message")
+        if isinstance(e.code, str):
+            print(f"{prog}: error: {one_line(e.code)}", file=sys.stderr)
+            return 2
+        return 0 if e.code is None else int(e.code)
     except UserError as e:
-        print(f"adaspec {args.command}: error: {e}", file=sys.stderr)
+        print(f"{prog}: error: {one_line(e)}", file=sys.stderr)
         return e.exit_code
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
+    except OSError as e:
+        if e.errno not in _ENVIRONMENT_ERRNOS:
+            traceback.print_exc()
+            print(f"{prog}: internal error: {BUG_REPORT}", file=sys.stderr)
+            return 1
+        where = f": {e.filename}" if e.filename else ""
+        print(f"{prog}: error: {e.strerror or e}{where} (a problem of this machine, not of the input; free space "
+              "or fix permissions and run again)", file=sys.stderr)
+        return 1
+    except Exception:  # noqa: BLE001 - not the user's fault: show everything
+        traceback.print_exc()
+        print(f"{prog}: internal error: {BUG_REPORT}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -1,14 +1,19 @@
 """Engine configuration: one frozen dataclass, validated once, at the edge.
 
-`EngineConfig.validate()` is the one home of start-up rules; every error names the flag to change.
+`EngineConfig.validate()` is the one home of the rules that need nothing but the flags: types (the
+Python API can pass anything), ranges and the switch rules; every error names the flag to change
+(`param`). It returns a normalised copy (paths as str, bucket lists as tuples). What needs the file
+system or the model's config.json is checked by `adaspec.preflight` before any model work.
 CLI flags map 1:1 onto these fields (`--max_seqs_per_batch` -> `max_seqs_per_batch`).
 """
 
 from __future__ import annotations
 
-from .errors import UserError
-
+import os
+import re
 from dataclasses import dataclass, field, fields, replace
+
+from .errors import UserError
 
 DTYPES = ("float32", "bfloat16", "float16", "auto")
 DEVICES = ("cpu", "cuda")
@@ -25,7 +30,20 @@ RENAMED_SWITCHES = {
 
 
 class ConfigError(UserError, ValueError):
-    """A start-up option is wrong; the message names the flag and the fix."""
+    """A start-up option is wrong; the message names the flag and the fix. `param` is the flag; when
+    not given it is the first `--flag` the message names."""
+
+    def __init__(self, message: str = "", *, param: str | None = None):
+        if param is None:
+            m = re.search(r"--[a-z_]+", message)
+            param = m.group(0) if m else None
+        super().__init__(message, param=param)
+
+
+PATH_FIELDS = ("model", "draft_model", "adaptive_draft_step_config", "adaptive_target_verify_calibration",
+               "adaptive_target_verify_cost_table", "adaptive_target_verify_cost_table_output")
+OPTIONAL_INT_FIELDS = ("max_model_len", "num_speculative_tokens")
+MAX_SEED = 2**64 - 1  # torch.Generator.manual_seed's range
 
 
 def renamed_switch_message(old: str) -> str:
@@ -37,17 +55,17 @@ def renamed_switch_message(old: str) -> str:
 def check_linear_backend(backend: str, dtype: str, device_type: str) -> None:
     """--linear_backend against the resolved --dtype and --device (ConfigError naming the flag)."""
     if backend not in LINEAR_BACKENDS:
-        raise ConfigError(f"--linear_backend={backend}: allowed values are {', '.join(LINEAR_BACKENDS)}", param="linear_backend")
+        raise ConfigError(f"--linear_backend={backend}: allowed values are {', '.join(LINEAR_BACKENDS)}", param="--linear_backend")
     native = NATIVE_LINEAR_BACKEND.get(dtype)
     if backend in ("auto", native):
         return
     if device_type != "cpu":
         raise ConfigError(f"--linear_backend={backend} is a CPU kernel; with --device={device_type} the linear layers "
                           f"run in the dtype's own kernels: use --linear_backend=auto"
-                          + (f" or {native}" if native in LINEAR_BACKENDS else ""), param="linear_backend")
+                          + (f" or {native}" if native in LINEAR_BACKENDS else ""), param="--linear_backend")
     if dtype != "float32":
         raise ConfigError(f"--linear_backend={backend} needs --dtype=float32 (float32 activations); with "
-                          f"--dtype={dtype} use --linear_backend=auto" + (f" or {native}" if native in LINEAR_BACKENDS else ""), param="linear_backend")
+                          f"--dtype={dtype} use --linear_backend=auto" + (f" or {native}" if native in LINEAR_BACKENDS else ""), param="--linear_backend")
 
 
 @dataclass(frozen=True)
@@ -90,10 +108,15 @@ class EngineConfig:
     tp_size: int = field(default=1, metadata={"help": "tensor-parallel size (only 1 is implemented)"})
 
     def validate(self) -> "EngineConfig":
+        """Check every flag-only rule; returns the normalised config (raises ConfigError)."""
+        self = self._normalised()
         if self.dtype not in DTYPES:
             raise ConfigError(f"--dtype={self.dtype}: allowed values are {', '.join(DTYPES)}")
-        if self.device.split(":")[0] not in DEVICES:
-            raise ConfigError(f"--device={self.device}: allowed values are cpu, cuda, cuda:N")
+        if not re.fullmatch(r"cpu|cuda(:[0-9]+)?", self.device):
+            raise ConfigError(f"--device={self.device}: allowed values are cpu, cuda and cuda:N (N a device index, "
+                              "e.g. cuda:0)", param="--device")
+        if not 0 <= self.seed <= MAX_SEED:
+            raise ConfigError(f"--seed={self.seed}: must be between 0 and 2**64-1", param="--seed")
         if self.dtype != "auto":
             check_linear_backend(self.linear_backend, self.dtype, self.device.split(":")[0])
         elif self.linear_backend not in LINEAR_BACKENDS:
@@ -192,6 +215,41 @@ class EngineConfig:
                 "--adaptive_target_verify_cost_table loads a saved table, so --adaptive_target_verify_calibration "
                 "would be ignored; pass only one of them"
             )
+        if self.adaptive_target_verify_cost_table and self.adaptive_target_verify_cost_table_output:
+            raise ConfigError(
+                "--adaptive_target_verify_cost_table loads a saved table, so nothing is calibrated and "
+                "--adaptive_target_verify_cost_table_output would never be written; pass only one of them",
+                param="--adaptive_target_verify_cost_table_output")
+
+    def _normalised(self) -> "EngineConfig":
+        """Types first (the Python API can pass anything): bools are not numbers, paths become str."""
+        changes = {}
+        for f in fields(self):
+            v, flag = getattr(self, f.name), f"--{f.name}"
+            if isinstance(f.default, bool):
+                if not isinstance(v, bool):
+                    raise ConfigError(f"{flag}={v!r}: expected true or false", param=flag)
+            elif isinstance(f.default, int) or f.name in OPTIONAL_INT_FIELDS:
+                if not (v is None and f.name in OPTIONAL_INT_FIELDS) and (isinstance(v, bool) or not isinstance(v, int)):
+                    raise ConfigError(f"{flag}={v!r}: expected an integer", param=flag)
+            elif f.name in PATH_FIELDS:
+                if v is not None and not isinstance(v, (str, os.PathLike)):
+                    raise ConfigError(f"{flag}={v!r}: expected a path (str or os.PathLike)", param=flag)
+                if v is not None and str(os.fspath(v)).strip() == "":
+                    raise ConfigError(f"{flag}= is empty: pass a path, or leave the flag out", param=flag)
+                if v is not None and os.path.expanduser(os.fspath(v)) != v:  # Path -> str, ~ expanded
+                    changes[f.name] = os.path.expanduser(os.fspath(v))
+            elif f.name == "graph_decode_batch_sizes":
+                if v is not None:
+                    if isinstance(v, (str, bytes)) or not hasattr(v, "__iter__"):
+                        raise ConfigError(f"{flag}={v!r}: expected a list of integers", param=flag)
+                    v = tuple(v)
+                    if any(isinstance(b, bool) or not isinstance(b, int) for b in v):
+                        raise ConfigError(f"{flag}={list(v)!r}: expected a list of integers", param=flag)
+                    changes[f.name] = v
+            elif not isinstance(v, str):
+                raise ConfigError(f"{flag}={v!r}: expected a string", param=flag)
+        return replace(self, **changes) if changes else self
 
     @property
     def adaptive(self) -> bool:

@@ -22,3 +22,16 @@ class UserError(Exception):
 
 class RequestError(UserError, ValueError):
     """A request cannot be served as asked (R-B5); the message names the field (`param`)."""
+
+
+class FlagError(UserError):
+    """A command-line flag is unknown or its value cannot be parsed; `param` is the flag."""
+
+
+class InputFileError(UserError, ValueError):
+    """A file or directory the user named is missing, of the wrong kind, unreadable or malformed,
+    or an output path is taken; `param` is the flag (or field) that named it."""
+
+
+BUG_REPORT = ("this is a bug in adaspec, not a problem with your input: please report it to the adaspec "
+              "maintainers (the project's issue tracker) with the command you ran and the traceback above")

@@ -10,6 +10,14 @@ G = 2 and 3 lifted to 4 at Bcap = 1 (fp32 products of 2-3 rows are slower than o
 CPUs, NOTES.md). On CPU a round executes its exact rows (padding would only add real work);
 its cost is predicted at the covering bucket, an upper bound. Unified layout
 (R-F6): per request count B, the first prepared buckets covering B, 2B, 4B and B * (w + 1).
+
+Which buckets to prepare is the engine's choice (`choose_prepared`). With no explicit request
+buckets on a CPU device it prepares a sparse geometry, because there a bucket is only a point where
+the cost is measured, and the built-in calibration (R-F3: 8 + 3 x 32 rounds at every prepared point)
+of the dense one takes far longer than a start-up may (issue 13: 38 points, ~870 s of rounds alone
+for DSpark w = 7 at 16 slots on one core): request buckets 1, 4, 16, ... (x4) and the largest,
+target rows B, 2B and full width (`sparse_row_ladder`). Rows above the step's row budget
+(`max_num_batched_tokens`) are never prepared: no round may compute them.
 """
 
 from __future__ import annotations
@@ -18,12 +26,24 @@ from bisect import bisect_left
 from dataclasses import dataclass, field
 
 
-def default_request_buckets(max_seqs: int) -> list[int]:
+def default_request_buckets(max_seqs: int, factor: int = 2) -> list[int]:
     buckets, b = [], 1
     while b < max_seqs:
         buckets.append(b)
-        b *= 2
+        b *= factor
     return buckets + [max_seqs]
+
+
+CPU_BUCKET_FACTOR = 4
+
+
+def sparse_row_ladder(bcap: int, width: int) -> list[int]:
+    """B (no drafts), 2B (one per request on average) and full width B(w + 1); 2-3 rows lifted to 4."""
+    full = bcap * (width + 1)
+    rows = {bcap, min(2 * bcap, full), full}
+    if bcap == 1:
+        rows = {4 if r in (2, 3) and full >= 4 else r for r in rows}
+    return sorted(rows)
 
 
 def split_row_ladder(bcap: int, width: int) -> list[int]:
@@ -61,13 +81,17 @@ class PreparedGeometry:
     unified: bool = False
 
     @classmethod
-    def build(cls, request_buckets: list[int], width: int, unified: bool = False) -> "PreparedGeometry":
+    def build(cls, request_buckets: list[int], width: int, unified: bool = False, sparse: bool = False,
+              max_rows: int | None = None) -> "PreparedGeometry":
         request_buckets = sorted(set(request_buckets))
         if unified:
             ladder = sorted({g for b in request_buckets for g in (b, 2 * b, 4 * b, b * (width + 1))})
             rows = {b: unified_row_buckets(b, width, ladder) for b in request_buckets}
         else:
-            rows = {b: tuple(split_row_ladder(b, width)) for b in request_buckets}
+            ladder_of = sparse_row_ladder if sparse else split_row_ladder
+            rows = {b: tuple(ladder_of(b, width)) for b in request_buckets}
+        if max_rows is not None:  # a round never computes more rows than the step budget
+            rows = {b: tuple(g for g in gs if g <= max_rows) or (b,) for b, gs in rows.items()}
         return cls(tuple(request_buckets), rows, width, unified)
 
     def pad_requests(self, b: int) -> int | None:
@@ -83,3 +107,30 @@ class PreparedGeometry:
             "target_graph_rows": {str(b): list(g) for b, g in self.target_rows.items()},
             "draft_width": self.width,
         }
+
+
+def choose_prepared(max_seqs: int, width: int, device_type: str, explicit: tuple[int, ...] | None = None,
+                    unified: bool = False, max_rows: int | None = None,
+                    step_mode: bool = False) -> tuple["PreparedGeometry", str | None]:
+    """The geometry an adaptive engine prepares, and why it is sparse (None when it is not).
+    `step_mode`: adaptive draft step, whose points are Bcap x k = 0..width (not target rows)."""
+    if explicit or device_type != "cpu":
+        buckets = list(explicit or default_request_buckets(max_seqs))
+        return PreparedGeometry.build(buckets, width, unified, max_rows=max_rows), None
+    dense = PreparedGeometry.build(default_request_buckets(max_seqs), width, unified, max_rows=max_rows)
+    geo = PreparedGeometry.build(default_request_buckets(max_seqs, CPU_BUCKET_FACTOR), width, unified,
+                                 sparse=not step_mode, max_rows=max_rows)
+
+    def points(g: "PreparedGeometry") -> int:
+        if step_mode:
+            return len(g.request_buckets) * (width + 1)
+        return sum(len(v) for v in g.target_rows.values())
+
+    why = (f"sparse CPU geometry: on a CPU device a prepared bucket only says where costs are measured "
+           f"(rounds run their exact rows, nothing is captured), so the engine prepares request buckets "
+           f"{list(geo.request_buckets)} instead of {list(dense.request_buckets)}"
+           + ("" if unified or step_mode else " and target rows B, 2B, full width instead of every multiple of B")
+           + f" ({points(geo)} calibration points instead of {points(dense)}), which keeps the built-in calibration "
+           "of every prepared point within start-up time; pass --graph_decode_batch_sizes to prepare other "
+           "request buckets" + ("" if step_mode else " (with every target row bucket)"))
+    return geo, why

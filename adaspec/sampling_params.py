@@ -1,7 +1,8 @@
 """Per-request sampling parameters (R-I1) and the refusal of unsupported features (R-B5).
 
-`SamplingParams` validates ranges at construction (the error names the field and the allowed
-range). Some fields are accepted by the schema *only* so that `unsupported_reason` can refuse
+``SamplingParams` validates types and ranges at construction (the error names the field and the
+allowed range; `true`/`false` and strings are not numbers, NaN and infinity are refused).
+`params_error` turns pydantic's ValidationError into one `RequestError` line naming the field. Some fields are accepted by the schema *only* so that `unsupported_reason` can refuse
 them with a clear message before execution, instead of failing on an unknown field or, worse,
 silently ignoring them. Unknown fields are errors (`extra="forbid"`).
 """
@@ -10,7 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+
+from .errors import RequestError
+
+MAX_TOP_K = 2**31 - 1  # larger values mean "off" anyway; the sampler keeps top_k in int64 tensors
+_INT_FIELDS = ("top_k", "max_tokens", "seed", "min_tokens", "logprobs")
+_FLOAT_FIELDS = ("temperature", "top_p", "min_p", "presence_penalty", "frequency_penalty", "repetition_penalty")
 
 
 class SamplingParams(BaseModel):
@@ -25,7 +32,7 @@ class SamplingParams(BaseModel):
     stop: list[str] = []
     stop_token_ids: list[int] = []
     ignore_eos: bool = False
-    seed: int | None = None  # supported without speculation only
+    seed: int | None = None  # reproducible per request, with or without speculation (see round_runner)
 
     # --- accepted only to be refused by unsupported_reason (R-B5) ---
     logprobs: int | None = None
@@ -40,6 +47,17 @@ class SamplingParams(BaseModel):
     response_format: Any | None = None
 
     # ---------------------------------------------------------------- validation
+    @field_validator(*_INT_FIELDS, *_FLOAT_FIELDS, mode="before")
+    @classmethod
+    def _numbers_only(cls, v: Any, info) -> Any:
+        """`true`, `"0.5"` and NaN/inf are not numbers here (pydantic's lax mode would convert them)."""
+        if isinstance(v, (bool, str, bytes)):
+            kind = "an integer" if info.field_name in _INT_FIELDS else "a number"
+            raise ValueError(f"{info.field_name} must be {kind}, got {v!r}")
+        if isinstance(v, float) and v != v or v in (float("inf"), float("-inf")):
+            raise ValueError(f"{info.field_name} must be a finite number, got {v}")
+        return v
+
     @field_validator("temperature")
     @classmethod
     def _temperature(cls, v: float) -> float:
@@ -52,6 +70,8 @@ class SamplingParams(BaseModel):
     def _top_k(cls, v: int) -> int:
         if v < -1:
             raise ValueError(f"top_k must be 0 or -1 (disabled) or >= 1, got {v}")
+        if v > MAX_TOP_K:
+            raise ValueError(f"top_k must be at most {MAX_TOP_K} (0 disables it), got {v}")
         return v
 
     @field_validator("top_p")
@@ -82,10 +102,28 @@ class SamplingParams(BaseModel):
             return []
         return [v] if isinstance(v, str) else v
 
+    @field_validator("stop")
+    @classmethod
+    def _stop_nonempty(cls, v: list[str]) -> list[str]:
+        if any(s == "" for s in v):
+            raise ValueError("stop strings must not be empty (an empty string would end every output at once); "
+                             "remove the empty one")
+        return v
+
     @field_validator("stop_token_ids", mode="before")
     @classmethod
     def _stop_token_ids(cls, v: Any) -> Any:
+        if isinstance(v, list) and any(isinstance(t, bool) for t in v):
+            raise ValueError(f"stop_token_ids must be token ids (integers), got {v!r}")
         return [] if v is None else v
+
+    @field_validator("stop_token_ids")
+    @classmethod
+    def _stop_token_ids_range(cls, v: list[int]) -> list[int]:
+        bad = [t for t in v if t < 0]
+        if bad:
+            raise ValueError(f"stop_token_ids must be >= 0, got {bad}")
+        return v
 
     @field_validator("logprobs", mode="before")
     @classmethod
@@ -135,12 +173,28 @@ class SamplingParams(BaseModel):
                 return f"{name} (structured output) {refuse}"
         if self.response_format is not None and not _is_plain_text_format(self.response_format):
             return f"response_format (structured output) {refuse} (or use {{'type': 'text'}})"
-        if speculative and self.seed is not None:
-            return (
-                "seed is not supported with speculative decoding (--speculative_algorithm); "
-                "remove it or serve without speculation"
-            )
+        # `seed` is supported everywhere: a seeded request's noise at each absolute position comes
+        # from (seed, position), so speculation reproduces the plain output exactly (R-B5 needs no
+        # refusal here); `speculative` stays in the signature for the server's callers.
         return None
+
+
+def params_error(e: ValidationError, names: dict[str, str] | None = None) -> RequestError:
+    """One line for the first problem of a SamplingParams ValidationError, without pydantic's
+    "Value error," prefix. `names` maps a field to how the caller calls it (a CLI flag); `param` is
+    the field (or that name)."""
+    err = e.errors()[0]
+    field = str(err["loc"][0]) if err.get("loc") else "params"
+    shown = (names or {}).get(field, field)
+    msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
+    if err.get("type") == "extra_forbidden":
+        msg = f"{field} is not a sampling parameter"
+    elif field not in msg:
+        got = err.get("input")
+        msg = f"{field}: {msg}" + (f" (got {got!r})" if not isinstance(got, (dict, list)) else "")
+    if shown != field:  # "--max_tokens: must be >= 1, got 0"
+        msg = f"{shown}: {msg.removeprefix(field + ' ').removeprefix(field + ': ')}"
+    return RequestError(msg, param=shown)
 
 
 def _is_plain_text_format(fmt: Any) -> bool:

@@ -61,7 +61,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--refit", default="true", choices=("true", "false"),
                    help="sample once per dtype and fit every model to the same points (false: one engine per model)")
     p.add_argument("--max_seqs", type=int, default=16,
-                   help="--max_seqs_per_batch: the prepared request buckets are 1, 2, 4, ... up to it")
+                   help="--max_seqs_per_batch: the prepared request buckets are 1, 4, 16, ... up to it on CPU "
+                        "(the sparse CPU geometry, adaspec.geometry.choose_prepared; 1, 2, 4, ... elsewhere)")
     p.add_argument("--threads", type=int, default=1, help="torch threads (1: the issue's target)")
     p.add_argument("--plot_dir", default=str(common.RESULTS_DIR), help="PNG of each fit goes here; empty: no plots")
     p.add_argument("--json_out", default=None, help="write the results to this JSON file")

@@ -313,7 +313,13 @@ class VerifyController:
         self.lagged.extend(P for P in self.feedback.release(round_id) if P.shape[0] > 0)
         bcap = self.pad_requests(B)
         if bcap is None or bcap not in self.target_buckets:
-            raise ValueError(f"batch of {B} requests has no prepared request bucket with target buckets")
+            # more requests than the largest prepared bucket (e.g. --graph_decode_batch_sizes below
+            # --max_seqs_per_batch): no cost is known, so verify full width, as sync mode does
+            G = B * (self.width + 1)
+            self.decisions.append(VerifyDecision(round_id, B, bcap, "async", G,
+                                                 f"fallback: no prepared request bucket covers {B} requests; full width"))
+            self.g_histogram[G] += 1
+            return G
         cap = None if max_lens is None else int(_caps(max_lens, B, self.width).sum())
         why = self._uncovered(bcap, kv_len)
         if why is not None:

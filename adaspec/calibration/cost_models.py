@@ -15,9 +15,10 @@ Two models, both immutable, both `fit(points) -> model`, `cost_ms(bcap, x) -> fl
   two measured values is priced by linear interpolation of cost; outside [min x, max x], or for a
   request bucket that was never measured, the answer is None (uncovered -> caller falls back to
   full width, R-F7).
-* `AdditiveModel` -- cost = bias + alpha[bcap] + theta[x] seconds, least squares
-  (`np.linalg.lstsq`) over one-hot features fitted to the per-cell medians (one cell = one
-  (bcap, x) pair; the median makes one disturbed window harmless and weighs cells equally).
+* `AdditiveModel` -- cost = bias + alpha[bcap] + theta[x] seconds, least squares over one-hot
+  features fitted to the per-cell medians (one cell = one (bcap, x) pair; the median makes one
+  disturbed window harmless and weighs cells equally), in relative terms and Huber-weighted
+  (`robust_lstsq`: a cell far off the rest cannot bend the table).
   Identifiability: reference coding, alpha[smallest bcap] = 0 and theta[smallest x] = 0, so
   `bias` is the cost of the smallest cell. The bipartite graph bcap -- x of measured cells must be
   connected (otherwise alpha and theta of different components are not identifiable); a
@@ -149,6 +150,30 @@ def _isotonic_increasing(y: np.ndarray, w: np.ndarray) -> np.ndarray:
             m1, w1, c1 = blocks.pop()
             blocks.append([(m1 * w1 + m2 * w2) / (w1 + w2), w1 + w2, c1 + c2])
     return np.array([m for m, _, c in blocks for _ in range(c)], dtype=np.float64)
+
+
+def robust_lstsq(a: np.ndarray, y: np.ndarray, iters: int = 30, k: float = 1.345) -> tuple[np.ndarray, int]:
+    """Least squares in relative terms, robust to outlying cells (issue 13).
+
+    Every row is weighted by 1 / y, so the fit minimises *relative* errors (what the controllers
+    compare and what the held-out error reports; in plain seconds a 700 ms cell outweighs a 50 ms
+    one 200-fold). Then Huber weights (IRLS; scale = 1.4826 x the median absolute deviation of the
+    relative residuals, k = 1.345) shrink rows that sit far from the rest, so one disturbed cell
+    cannot bend the whole table. Exact data is fitted exactly. Returns (coefficients, rank)."""
+    base = 1.0 / y
+    coef, _, rank, _ = np.linalg.lstsq(a * base[:, None], y * base, rcond=None)
+    for _ in range(iters):
+        r = (a @ coef - y) / y
+        scale = 1.4826 * float(np.median(np.abs(r - np.median(r))))
+        if scale <= 1e-12:
+            break
+        w = base * np.sqrt(np.minimum(1.0, k * scale / np.maximum(np.abs(r), 1e-300)))
+        new = np.linalg.lstsq(a * w[:, None], y * w, rcond=None)[0]
+        done = np.allclose(new, coef, rtol=1e-9, atol=1e-12)
+        coef = new
+        if done:
+            break
+    return coef, int(rank)
 
 
 def _interp(xs: tuple[int, ...], ys: tuple[float, ...], x: int) -> float | None:
@@ -311,7 +336,7 @@ class AdditiveModel:
             if xi[x] > 0:
                 a[r, nb - 1 + xi[x]] = 1.0
             y[r] = c
-        coef, _, rank, _ = np.linalg.lstsq(a, y, rcond=None)
+        coef, rank = robust_lstsq(a, y)
         if rank < a.shape[1]:  # cannot happen for a connected grid; guard anyway
             raise CostModelError(f"additive fit is rank deficient ({rank} < {a.shape[1]})")
         resid = a @ coef - y

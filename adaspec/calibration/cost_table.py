@@ -8,11 +8,9 @@ File format (JSON): `{"format": "adaspec-cost-table", "metadata": {...}, "model"
 "points": [[bcap, x, cost_s, kv_len], ...]}`. `metadata.version` is 1; a table whose metadata has
 no `version` is a legacy table and, if it does not record `draft_width`, counts as width 7 (R-G3).
 
-`save()` never overwrites: the directory must exist and the file must not. The bytes go to a
-temporary file in the same directory (fsync'ed) which is then hard-linked to the final name:
-`os.link` fails if the name appeared meanwhile, so a concurrent writer is never overwritten, and a
-crash leaves either no table or a complete one (at most a stray `.NAME.*.tmp`). On a file system
-without hard links, the name is claimed with O_EXCL and the temporary file renamed over the claim.
+`save()` never overwrites: the directory must exist and the file must not (`adaspec/outputs.py`:
+a temporary file hard-linked to the final name, so a crash leaves no table or a complete one).
+`from_dict`/`load` sanity-check hand-edited tables (`table_checks.py`).
 
 `load()` checks every compatibility field against `TableCompat` (what this engine runs) and
 reports every mismatch with both values and the fix. Lookups outside the calibrated request
@@ -23,11 +21,11 @@ from __future__ import annotations
 
 from ..config import NATIVE_LINEAR_BACKEND
 from ..errors import UserError
+from ..outputs import write_new_file
 
 import datetime as _dt
 import json
 import os
-import tempfile
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Iterable, Literal
@@ -37,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from .config import FALLBACK_NOTE, GREEDY_NOTE, EffectiveCalibration, EngineFacts, compact_json, mode_axis
 from .cost_models import (CostModel, CostModelError, CostPoint, HeldoutReport, as_points, fit_model,
                           heldout_error, model_from_dict)
+from .table_checks import points_problem as _points_problem, sanity_problem, unusable_cells
 
 TABLE_FORMAT = "adaspec-cost-table"
 TABLE_FLAG = "--adaptive_target_verify_cost_table"
@@ -52,7 +51,7 @@ class CostTableCompatibilityError(CostTableError):
     """A saved table does not fit this engine. `mismatches`: (field, table value, engine value)."""
 
     def __init__(self, message: str, mismatches: list[tuple[str, Any, Any]]):
-        super().__init__(message)
+        super().__init__(message, param=TABLE_FLAG)
         self.mismatches = mismatches
 
     @property
@@ -219,14 +218,18 @@ class CostTable:
                 "model": self.model.to_dict(), "points": [list(p) for p in self.points]}
 
     @classmethod
-    def from_dict(cls, data: Any, source: str | None = None) -> "CostTable":
-        where = f"cost table {source}" if source else "cost table"
+    def from_dict(cls, data: Any, source: str | None = None, *, sanity: bool = True) -> "CostTable":
+        """Parse and sanity-check a table (hand-edited tables included): well-formed points, positive
+        finite costs at every covered cell, KV ranges and grids that make sense (issue 8)."""
+        where = f"{TABLE_FLAG}={source}" if source else "cost table"
+        fix = f"Fix: recalibrate with {OUTPUT_FLAG}=NEW_FILE (or repair the hand edit)"
         if not isinstance(data, dict) or data.get("format") != TABLE_FORMAT:
             raise CostTableError(f"{where}: not an adaspec cost table (missing \"format\": \"{TABLE_FORMAT}\"). "
-                                 f"Fix: pass a file written by {OUTPUT_FLAG}")
+                                 f"Fix: pass a file written by {OUTPUT_FLAG}", param=TABLE_FLAG)
         raw = data.get("metadata")
         if not isinstance(raw, dict):
-            raise CostTableError(f"{where}: metadata: missing or not an object. Fix: pass a file written by {OUTPUT_FLAG}")
+            raise CostTableError(f"{where}: metadata: missing or not an object. Fix: pass a file written by {OUTPUT_FLAG}",
+                                 param=TABLE_FLAG)
         if "version" not in raw:  # legacy table: no version; without draft_width it was Draft7
             raw = {**raw, "version": 1}
             raw.setdefault("draft_width", LEGACY_DRAFT_WIDTH)
@@ -237,38 +240,44 @@ class CostTable:
             meta = TableMetadata.model_validate(raw)
         except ValidationError as e:
             errs = "; ".join(f"metadata.{'.'.join(str(x) for x in err['loc'])}: {err['msg']}" for err in e.errors())
-            raise CostTableError(f"{where}: {errs}. Fix: recalibrate with {OUTPUT_FLAG}=NEW_FILE") from None
+            raise CostTableError(f"{where}: {errs}. {fix}", param=TABLE_FLAG) from None
+        raw_points = data.get("points", [])
+        problem = _points_problem(raw_points)
+        if problem:
+            raise CostTableError(f"{where}: {problem}. {fix}", param=TABLE_FLAG)
+        if not isinstance(data.get("model"), dict):
+            raise CostTableError(f"{where}: model: missing or not an object. {fix}", param=TABLE_FLAG)
         try:
             model = model_from_dict(data.get("model"))
-            points = as_points(tuple(p) for p in data.get("points", []))
-        except (CostModelError, TypeError) as e:
-            raise CostTableError(f"{where}: {e}. Fix: recalibrate with {OUTPUT_FLAG}=NEW_FILE") from None
-        return cls(model, meta, points, source)
+            points = as_points(tuple(p) for p in raw_points)
+        except (CostModelError, TypeError, ValueError, KeyError, AttributeError, IndexError) as e:
+            detail = e.args[0] if isinstance(e, KeyError) and e.args else e
+            raise CostTableError(f"{where}: model: {'missing key ' if isinstance(e, KeyError) else ''}{detail}. "
+                                 f"{fix}", param=TABLE_FLAG) from None
+        table = cls(model, meta, points, source)
+        if sanity:
+            table.check_sane()
+        return table
+
+    def check_sane(self) -> None:
+        problem = sanity_problem(self)
+        if problem:
+            where = f"{TABLE_FLAG}={self.source}" if self.source else "cost table"
+            raise CostTableError(f"{where}: {problem}. Fix: recalibrate with {OUTPUT_FLAG}=NEW_FILE (or repair the "
+                                 "hand edit)", param=TABLE_FLAG)
+
+    def context_problem(self, model_context_limit: int) -> str | None:
+        """Why this table's KV ranges do not fit the engine's context limit (--max_model_len), or None."""
+        beyond = [list(r) for r in self.metadata.kv_ranges if r[1] > model_context_limit]
+        if beyond:
+            return (f"metadata.kv_ranges {beyond} reach beyond the context limit {model_context_limit} of this engine "
+                    "(--max_model_len): the table claims costs for KV lengths no request can have")
+        return None
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write the table to a new file; never overwrites, never leaves a partial file (R-G1)."""
-        p = Path(path)
-        parent = p.parent
-        if not parent.is_dir():
-            raise CostTableError(f"{OUTPUT_FLAG}={p}: directory {str(parent)!r} does not exist. "
-                                 f"Fix: create it first (mkdir -p {parent}) or choose another {OUTPUT_FLAG}")
-        if p.exists() or p.is_symlink():
-            raise _exists_error(p)
         data = (json.dumps(self.to_dict(), indent=1, allow_nan=False) + "\n").encode("utf-8")
-        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=parent)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            _publish(tmp, p)
-        finally:
-            try:
-                os.unlink(tmp)
-            except FileNotFoundError:
-                pass
-        _fsync_dir(parent)
-        return p
+        return write_new_file(path, data, OUTPUT_FLAG, "cost table", CostTableError)
 
     @classmethod
     def load(cls, path: str | os.PathLike, expected: TableCompat) -> "CostTable":
@@ -277,25 +286,30 @@ class CostTable:
         if expected.mode == "adaptive_draft_step":
             raise CostTableError(f"{TABLE_FLAG}={p}: loading precomputed step cost models is not supported with "
                                  "--enable_adaptive_draft_step (R-C3). Fix: drop the flag; every step count is "
-                                 "measured at start-up")
+                                 "measured at start-up", param=TABLE_FLAG)
         if not p.is_file():
-            raise CostTableError(f"{TABLE_FLAG}={p}: file does not exist. Fix: pass a table written by {OUTPUT_FLAG}, "
-                                 f"or drop {TABLE_FLAG} to calibrate at start-up")
+            what = "is a directory, not a file" if p.is_dir() else "does not exist"
+            raise CostTableError(f"{TABLE_FLAG}={p}: {what}. Fix: pass a table written by {OUTPUT_FLAG}, "
+                                 f"or drop {TABLE_FLAG} to calibrate at start-up", param=TABLE_FLAG)
         try:
             data = json.loads(p.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise CostTableError(f"{TABLE_FLAG}={p}: not valid JSON ({e}). Fix: pass a table written by "
-                                 f"{OUTPUT_FLAG}") from None
-        table = cls.from_dict(data, str(p))
+                                 f"{OUTPUT_FLAG}", param=TABLE_FLAG) from None
+        except OSError as e:
+            raise CostTableError(f"{TABLE_FLAG}={p}: cannot read it ({e.strerror})", param=TABLE_FLAG) from None
+        table = cls.from_dict(data, str(p), sanity=False)  # a mismatch first: it explains more than a bad cell
         mismatches = compatibility_mismatches(table.metadata, expected)
         if mismatches:
-            lines = [f"{TABLE_FLAG}={p} does not match this engine:"]
+            parts = []
             for name, tv, ev in mismatches:
                 why, fix = _FIXES[name]
                 fmt = dict(table=_flag_value(tv), engine=_flag_value(ev), engine_flag=_flag_value(ev))
-                lines.append(f"  {name}: table {_show(tv)}, engine {_show(ev)} -- {why.format(**fmt)}; "
-                             f"fix: {fix.format(**fmt)}, {_RECALIBRATE}")
-            raise CostTableCompatibilityError("\n".join(lines), mismatches)
+                parts.append(f"{name}: table {_show(tv)}, engine {_show(ev)} -- {why.format(**fmt)}; "
+                             f"fix: {fix.format(**fmt)}")
+            raise CostTableCompatibilityError(f"{TABLE_FLAG}={p} does not match this engine: " + " | ".join(parts)
+                                              + f" ({_RECALIBRATE})", mismatches)
+        table.check_sane()
         return table
 
     # ------------------------------------------------------------------ reporting
@@ -305,6 +319,10 @@ class CostTable:
                  f"cost model {self.model.kind} over Bcap x {m.x_name}"]
         for b, xs in sorted(m.grid.items()):
             lines.append(f"  Bcap {b}: measured {m.x_name} {list(xs)}")
+        bad = unusable_cells(self)
+        if bad:
+            lines.append(f"cells without a positive fitted cost (they run at full width): "
+                         f"{', '.join(f'Bcap {b} {m.x_name} {x}' for b, x in bad)}")
         if m.heldout and m.heldout.get("median_rel_error") is not None:
             lines.append(f"held-out median relative error {100 * m.heldout['median_rel_error']:.1f}% over "
                          f"{m.heldout.get('evaluated')} cells ({m.heldout.get('skipped_disconnected', 0)} + "
@@ -328,42 +346,3 @@ class CostTable:
         lines.append(GREEDY_NOTE)
         lines.append(FALLBACK_NOTE)
         return "\n".join(lines)
-
-
-def _exists_error(p: Path) -> CostTableError:
-    return CostTableError(f"{OUTPUT_FLAG}={p}: file {str(p)!r} already exists and cost tables are never "
-                          f"overwritten. Fix: choose a new file name for {OUTPUT_FLAG} (or move the old table away)")
-
-
-def _publish(tmp: str, p: Path) -> None:
-    """Give the complete temporary file its final name, failing if that name exists."""
-    try:
-        os.link(tmp, p)
-        return
-    except FileExistsError:
-        raise _exists_error(p) from None
-    except OSError:
-        pass  # no hard links here (some FUSE/network file systems): claim the name, then rename over it
-    try:
-        fd = os.open(p, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-    except FileExistsError:
-        raise _exists_error(p) from None
-    os.close(fd)
-    try:
-        os.replace(tmp, p)
-    except BaseException:
-        os.unlink(p)
-        raise
-
-
-def _fsync_dir(d: Path) -> None:
-    try:
-        fd = os.open(d, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)

@@ -1,15 +1,18 @@
 """PNG of measured whole-round costs vs the fitted model, one panel per request bucket (issue 4, item 6).
 
 matplotlib is optional (`pip install 'adaspec[plot]'`) and imported lazily; the figure is drawn on
-an Agg canvas without touching pyplot's global state.
+an Agg canvas without touching pyplot's global state, rendered in memory and written as a new file
+(never overwritten, never half-written: adaspec/outputs.py).
 """
 
 from __future__ import annotations
 
+import io
 import math
 import os
 from pathlib import Path
 
+from ..outputs import write_new_file
 from .cost_table import CostTable
 
 
@@ -66,6 +69,6 @@ def plot_fit(table: CostTable, path: str | os.PathLike) -> Path:
         if i == 0:
             ax.legend(fontsize=7)
     fig.tight_layout()
-    out = Path(path)
-    fig.savefig(out, format="png")
-    return out
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")  # rendered in memory: a failure leaves no partial file
+    return write_new_file(Path(path), buf.getvalue(), "--plot", "plot")

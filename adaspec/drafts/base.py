@@ -56,3 +56,23 @@ class Drafter(Protocol):
 
     def draft(self, batch: DraftBatch) -> DraftOutput:
         """Refresh the context from new entries, then propose `batch.num_steps` tokens per request."""
+
+    # Optional (start-up calibration, issue 13). A drafter whose per-slot state is *positional* (what
+    # it holds for position p depends only on the entries <= p, and a refresh overwrites whatever
+    # it covers, as MTP's and DSpark's caches) implements `copy_slot`; calibration then forks one
+    # prefilled request into many slots and rewinds requests by length. Drafters without it get
+    # separately prefilled synthetic requests (slower, same semantics): see `copy_draft_slot`.
+    def copy_slot(self, src: int, dst: int, length: int) -> bool:
+        """Copy slot `src`'s state of positions [0, length) into slot `dst`; False = not supported."""
+        return False
+
+
+def copy_draft_slot(drafter, src: int, dst: int, length: int) -> bool:
+    """`drafter.copy_slot(...)` where it exists (the protocol method is optional); False otherwise."""
+    fn = getattr(drafter, "copy_slot", None)
+    return bool(fn(src, dst, length)) if fn is not None else False
+
+
+def supports_copy_slot(drafter) -> bool:
+    """True if the drafter declares positional per-slot state it can copy (see `Drafter.copy_slot`)."""
+    return drafter is not None and callable(getattr(drafter, "copy_slot", None))

@@ -184,6 +184,16 @@ class DSparkDraft(nn.Module):
         self.cache_k = [torch.zeros(shape, dtype=p.dtype, device=p.device) for _ in self.layers]
         self.cache_v = [torch.zeros(shape, dtype=p.dtype, device=p.device) for _ in self.layers]
 
+    @torch.no_grad()
+    def copy_slot(self, src: int, dst: int, length: int) -> bool:
+        """Positional state (context row p in every layer's cache): copy [0, length) (drafts/base.py)."""
+        if not self.cache_k:
+            raise RuntimeError("DSparkDraft.copy_slot before allocate()")
+        if src != dst and length > 0:
+            for t in self.cache_k + self.cache_v:
+                t[dst, :, :length].copy_(t[src, :, :length])
+        return True
+
     @torch.inference_mode()
     def draft(self, batch: DraftBatch) -> DraftOutput:
         if not self.cache_k:

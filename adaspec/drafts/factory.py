@@ -91,11 +91,19 @@ def save_draft(
         "recipe": recipe or {},
         "report": report or {},
     }
+    # config.json last: a directory is a draft once its config.json is there, and neither file is
+    # ever half-written (each goes to a temporary name first; on any error the temporary is removed)
     tmp = directory / "model.safetensors.tmp"
-    save_file(state, str(tmp))
-    os.chmod(tmp, 0o644)  # shipped in the repository: readable like any other file
-    os.replace(tmp, directory / "model.safetensors")
-    (directory / "config.json").write_text(json.dumps(config, indent=1, sort_keys=False) + "\n")
+    try:
+        save_file(state, str(tmp))
+        os.chmod(tmp, 0o644)  # shipped in the repository: readable like any other file
+        os.replace(tmp, directory / "model.safetensors")
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    from ..outputs import replace_file
+
+    replace_file(directory / "config.json", (json.dumps(config, indent=1, sort_keys=False) + "\n").encode())
     return directory
 
 
@@ -103,10 +111,19 @@ def read_draft_config(directory: str | os.PathLike) -> dict:
     path = Path(directory) / "config.json"
     if not path.is_file():
         raise DraftLoadError(f"{directory} is not a draft directory: it has no config.json (made by `adaspec train-draft`)")
-    config = json.loads(path.read_text())
-    if config.get("format") != FORMAT:
-        raise DraftLoadError(f"{directory}/config.json is not an adaspec draft (format {config.get('format')!r})")
-    if int(config.get("format_version", 0)) > FORMAT_VERSION:
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, OSError) as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise DraftLoadError(f"{directory}/config.json cannot be read as JSON ({e}); pass a draft directory made "
+                             "by `adaspec train-draft`", param="--draft_model") from None
+    if not isinstance(config, dict) or config.get("format") != FORMAT:
+        got = config.get("format") if isinstance(config, dict) else type(config).__name__
+        raise DraftLoadError(f"{directory}/config.json is not an adaspec draft (format {got!r})", param="--draft_model")
+    version = config.get("format_version", 0)
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise DraftLoadError(f"{directory}/config.json: format_version must be an integer, got {version!r}",
+                             param="--draft_model")
+    if version > FORMAT_VERSION:
         raise DraftLoadError(f"{directory} was written by a newer adaspec (draft format {config['format_version']})")
     return config
 

@@ -195,6 +195,16 @@ class MTPDraft(nn.Module):
         self.cache_k = torch.zeros(shape, dtype=p.dtype, device=p.device)
         self.cache_v = torch.zeros(shape, dtype=p.dtype, device=p.device)
 
+    @torch.no_grad()
+    def copy_slot(self, src: int, dst: int, length: int) -> bool:
+        """Positional state (cache index p = entry p): copy indices [0, length) (drafts/base.py)."""
+        if self.cache_k is None:
+            raise RuntimeError("MTPDraft.copy_slot before allocate()")
+        if src != dst and length > 0:
+            self.cache_k[dst, :, :length].copy_(self.cache_k[src, :, :length])
+            self.cache_v[dst, :, :length].copy_(self.cache_v[src, :, :length])
+        return True
+
     @torch.inference_mode()
     def draft(self, batch: DraftBatch) -> DraftOutput:
         if self.cache_k is None:

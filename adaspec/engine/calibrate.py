@@ -4,9 +4,25 @@ Synthetic greedy requests (tokens drawn from `token_seed`) are admitted through 
 scheduler, prefilled by normal rounds, and then decoded with a *forced* plan: for adaptive verify
 every request bucket Bcap x target-row bucket G, for adaptive draft step every Bcap x step count
 k. After `warmup_steps` rounds, `windows_per_point` windows of `window_steps` rounds are timed
-as wall-clock completion times (the only timing code in adaspec; serving has none). A window's
-cost is the whole round: draft, verify, sampling, acceptance, refresh, result transfer — nothing
-is added on top later. The measured points are fitted on the CPU into one immutable table.
+(the only timing code in adaspec; serving has none). A window's cost is the whole round: draft,
+verify, sampling, acceptance, refresh, result transfer -- nothing is added on top later.
+
+What makes the built-in defaults fast (issue 13) without changing what they mean:
+- the synthetic requests of a context range share one prompt (`SharedPrefixLoad`): it is
+  prefilled once, the draft reads it once, and the other requests are forks of that state
+  (engine/fork.py copies target KV, draft caches and pending refresh entries into free slots);
+- every point starts from that cached state: after a point each request is rewound by length,
+  never re-prefilled, so every point is measured at the same KV lengths and no point runs out of
+  its KV range;
+- shapes the calibration measures are warmed by its own warm-up rounds; the separate warm-up only
+  runs prepared shapes the calibration grid leaves out (engine/control.py).
+Drafters without positional state (no `copy_slot`) fall back to `SyntheticLoad`: one prompt per
+request, re-prefilled whenever a point would leave the KV range (same semantics, slower).
+
+Noise (`calibration.robust`): windows are timed with the process CPU clock on a one-thread CPU
+engine (wall time elsewhere) and their wall time is kept too, so the share of time other processes
+took is known; a point whose windows disagree beyond the stated tolerance is measured again,
+within a bounded budget, and the cell cost is the median of its most consistent windows.
 """
 
 from __future__ import annotations
@@ -17,8 +33,10 @@ from typing import Callable, Iterable
 
 import torch
 
+from ..calibration.robust import NoisePolicy, PointStats, consistent_windows
 from ..rounds import RoundPlan
 from ..sampling_params import SamplingParams
+from .fork import can_fork, fork_request, restore_request, snapshot_request
 
 
 @dataclass(frozen=True)
@@ -40,33 +58,42 @@ def steps_plan(bcap: int, k: int) -> RoundPlan:
     return RoundPlan(k, (k,) * bcap)
 
 
-class SyntheticLoad:
-    """`bcap` synthetic requests held in the engine's slots, decoded with forced plans."""
+_GREEDY = SamplingParams(temperature=0, max_tokens=10**9, ignore_eos=True)
 
-    def __init__(self, engine, bcap: int, prompt_len: int, generator: torch.Generator):
-        self.engine = engine
-        vocab = engine.model_config.vocab_size
-        # ids from the lower part of the vocabulary: ordinary tokens, never special ones at the top
-        high = max(8, min(vocab, 32000))
-        params = SamplingParams(temperature=0, max_tokens=10**9, ignore_eos=True)
+
+def _random_prompt(engine, prompt_len: int, generator: torch.Generator) -> list[int]:
+    # ids from the lower part of the vocabulary: ordinary tokens, never special ones at the top
+    high = max(8, min(engine.model_config.vocab_size, 32000))
+    return torch.randint(3, high, (prompt_len,), generator=generator).tolist()
+
+
+def _round(engine, plan: RoundPlan, max_verify: int) -> None:
+    """One round of every running synthetic request under `plan` (through the real scheduler)."""
+    batch = engine.scheduler.schedule(verify_cap=max_verify)
+    decoding = sum(c.is_decode for c in batch.chunks)
+    if len(plan.verify_lens) != decoding:  # prefill rounds and partial batches run plain
+        plan = RoundPlan(plan.num_steps, (0,) * decoding) if plan.num_steps else RoundPlan.plain(decoding)
+    result = engine.rounds.run(batch.chunks, plan)
+    engine.commit(batch, result)
+
+
+class SyntheticLoad:
+    """`n` synthetic requests with their own prompts, each prefilled separately (any drafter)."""
+
+    can_rewind = False
+
+    def __init__(self, engine, n: int, prompt_len: int, generator: torch.Generator, width: int = 0):
+        self.engine, self.width = engine, width
         self.requests = []
-        for _ in range(bcap):
-            ids = torch.randint(3, high, (prompt_len,), generator=generator).tolist()
-            req = engine.make_request(ids, params)
+        for _ in range(n):
+            req = engine.make_request(_random_prompt(engine, prompt_len, generator), _GREEDY)
             engine.enqueue(req)
             self.requests.append(req)
         while any(not r.prefilled for r in self.requests):
             self.round(RoundPlan(0, ()))
 
     def round(self, plan: RoundPlan) -> None:
-        eng = self.engine
-        width = plan.num_steps
-        batch = eng.scheduler.schedule(rows_per_decode=1 + width)
-        decoding = sum(c.is_decode for c in batch.chunks)
-        if len(plan.verify_lens) != decoding:  # prefill rounds and partial batches run plain
-            plan = RoundPlan(width, (0,) * decoding) if width else RoundPlan.plain(decoding)
-        result = eng.rounds.run(batch.chunks, plan)
-        eng.commit(batch, result)
+        _round(self.engine, plan, plan.num_steps)
 
     @property
     def kv_len(self) -> int:
@@ -77,8 +104,43 @@ class SyntheticLoad:
             self.engine.abort(r.request_id)
 
 
+class SharedPrefixLoad(SyntheticLoad):
+    """Synthetic requests sharing one prompt: one prefill, forks of it, rewinds by length.
+
+    The source request is prefilled by normal rounds, then decoded once with the full draft width
+    and nothing verified, so the draft has read the whole prompt; that state is the cached state
+    every point starts from. `resize(n)` forks or drops requests (all at the cached state)."""
+
+    can_rewind = True
+
+    def __init__(self, engine, prompt_len: int, generator: torch.Generator, width: int):
+        self.engine, self.width = engine, width
+        src = engine.make_request(_random_prompt(engine, prompt_len, generator), _GREEDY)
+        engine.enqueue(src)
+        self.requests = [src]
+        while not src.prefilled:
+            self.round(RoundPlan(0, ()))
+        self.round(RoundPlan(width, (0,)))  # the draft reads the prompt once; one token committed
+        self.snapshots = {src.request_id: snapshot_request(engine, src)}
+
+    def rewind(self) -> None:
+        for r in self.requests:
+            restore_request(self.engine, r, self.snapshots[r.request_id])
+
+    def resize(self, n: int) -> None:
+        self.rewind()
+        while len(self.requests) > n:
+            r = self.requests.pop()
+            del self.snapshots[r.request_id]
+            self.engine.abort(r.request_id)
+        while len(self.requests) < n:
+            r = fork_request(self.engine, self.requests[0])
+            self.requests.append(r)
+            self.snapshots[r.request_id] = snapshot_request(self.engine, r)
+
+
 def warm_up(engine, shapes: Iterable[tuple[int, RoundPlan]], prompt_len: int = 16) -> int:
-    """Run every prepared shape once (R-E4). Returns the number of shapes run."""
+    """Run every given prepared shape once (R-E4). Returns the number of shapes run."""
     g = torch.Generator().manual_seed(0)
     by_bcap: dict[int, list[RoundPlan]] = {}
     for bcap, plan in shapes:
@@ -93,6 +155,39 @@ def warm_up(engine, shapes: Iterable[tuple[int, RoundPlan]], prompt_len: int = 1
     return n
 
 
+class Clock:
+    """Seconds of one window. On a one-thread CPU engine the process CPU clock (the work itself:
+    equal to wall time on a quiet core, and blind to time slices other processes take); otherwise
+    wall time, synchronised with the device. Both are always read, for the steal share."""
+
+    def __init__(self, engine):
+        self.device = engine.device
+        self.cpu = engine.device.type == "cpu" and torch.get_num_threads() == 1
+        self.name = "process CPU time (one-thread CPU engine)" if self.cpu else "wall time"
+
+    def now(self) -> tuple[float, float]:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        return time.perf_counter(), time.process_time()
+
+    def cost(self, t0: tuple[float, float], t1: tuple[float, float]) -> tuple[float, float]:
+        """(cost seconds by this clock, wall seconds)."""
+        wall = t1[0] - t0[0]
+        return (t1[1] - t0[1] if self.cpu else wall), wall
+
+
+@dataclass
+class Measurement:
+    points: list[Point]
+    stats: list[PointStats]
+    clock: str
+    shared_prefill: bool
+    seconds: float = 0.0
+    rounds: int = 0
+    extra_rounds: int = 0  # rounds spent measuring noisy points again
+    extra_allowed: int = 0
+
+
 def measure(
     engine,
     grid: dict[int, list[int]],  # Bcap -> x values
@@ -105,33 +200,78 @@ def measure(
     rows_per_round: Callable[[int, int], int],  # worst-case KV growth of one round at (Bcap, x)
     progress=None,
     requests_per_bucket: Callable[[int], int] = lambda bcap: bcap,  # Bcap x dp_size (R-H1)
-) -> list[Point]:
-    """Time every grid point in every context range; requests are re-prefilled when they would
-    leave the range."""
+    noise: NoisePolicy | None = None,
+    width: int = 0,
+) -> Measurement:
+    """Time every grid point in every context range (see the module doc).
+
+    Returns a `Measurement`: `points` (the consistent windows of every point, what the table is
+    fitted on), `stats` (every point's windows, spread, re-measures and steal share: the log's
+    report), the clock used and the re-measurement rounds spent and allowed."""
+    noise = noise or NoisePolicy()
     g = torch.Generator().manual_seed(token_seed)
-    points: list[Point] = []
+    clock = Clock(engine)
+    shared = can_fork(engine)
+    out = Measurement([], [], clock.name, shared)
+    planned = len(contexts) * sum(len(xs) for xs in grid.values()) * (warmup_steps + window_steps * windows_per_point)
+    # re-measurement rounds left for the whole table (bounded)
+    budget = out.extra_allowed = noise.extra_rounds(planned, window_steps * windows_per_point)
+    t_start = time.perf_counter()
     for prefill, min_kv, max_kv in contexts:
-        for bcap, xs in grid.items():
+        load = SharedPrefixLoad(engine, prefill, g, width) if shared else None
+        for bcap, xs in sorted(grid.items()):
             n_req = requests_per_bucket(bcap)
-            load = SyntheticLoad(engine, n_req, prefill, g)
+            if shared:
+                load.resize(n_req)
+            else:
+                load = SyntheticLoad(engine, n_req, prefill, g, width)
             for x in xs:
                 plan = make_plan(bcap, x)
                 need = (warmup_steps + window_steps * windows_per_point) * rows_per_round(bcap, x)
-                if load.kv_len + need > max_kv or load.kv_len < min_kv:
+                if shared:
+                    load.rewind()
+                elif load.kv_len + need > max_kv or load.kv_len < min_kv:
                     load.close()
-                    load = SyntheticLoad(engine, n_req, prefill, g)
+                    load = SyntheticLoad(engine, n_req, prefill, g, width)
                 for _ in range(warmup_steps):
                     load.round(plan)
-                for _ in range(windows_per_point):
-                    kv0 = load.kv_len
-                    t0 = time.perf_counter()
-                    for _ in range(window_steps):
-                        load.round(plan)
-                    if engine.device.type == "cuda":
-                        torch.cuda.synchronize(engine.device)
-                    elapsed = time.perf_counter() - t0
-                    points.append(Point(bcap, x, elapsed / window_steps, (kv0 + load.kv_len) // 2))
+                    out.rounds += 1
                 if progress is not None:
-                    progress.update(1)
+                    progress.advance(bcap, x, warmup_steps, None)
+                windows: list[tuple[float, float, int]] = []  # (cost s/round, wall s/round, kv)
+                sets = 0
+                while True:
+                    for _ in range(windows_per_point):
+                        kv0, t0 = load.kv_len, clock.now()
+                        for _ in range(window_steps):
+                            load.round(plan)
+                        cost, wall = clock.cost(t0, clock.now())
+                        windows.append((cost / window_steps, wall / window_steps, (kv0 + load.kv_len) // 2))
+                        out.rounds += window_steps
+                        if progress is not None:
+                            progress.advance(bcap, x, window_steps, wall / window_steps)
+                    sets += 1
+                    chosen, spread = consistent_windows([w[0] for w in windows], windows_per_point)
+                    again = window_steps * windows_per_point
+                    if spread <= noise.tolerance or sets > noise.max_remeasures or again > budget:
+                        break
+                    if not load.can_rewind and load.kv_len + need > max_kv:
+                        break  # no room left in this KV range for another set of windows
+                    budget -= again
+                    out.extra_rounds += again
+                    if progress is not None:
+                        progress.add_rounds(bcap, x, again)
+                    if load.can_rewind:
+                        load.rewind()
+                cpu = sum(w[0] for w in windows)
+                wall = sum(w[1] for w in windows)
+                out.stats.append(PointStats(bcap, x, spread, sets - 1, tuple(w[0] for w in windows),
+                                            tuple(chosen), steal=max(0.0, 1.0 - cpu / wall) if clock.cpu and wall > 0 else None,
+                                            resolved=spread <= noise.tolerance))
+                out.points += [Point(bcap, x, windows[i][0], windows[i][2]) for i in chosen]
+            if not shared:
+                load.close()
+        if shared:
             load.close()
-    return points
+    out.seconds = time.perf_counter() - t_start
+    return out

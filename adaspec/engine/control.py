@@ -1,11 +1,14 @@
 """Adaptive control for one engine: prepared geometry, warm-up, the cost table, the controllers.
 
 Built only when `--enable_adaptive_draft_step` or `--enable_adaptive_target_verify` is on (R-E5:
-the static path does no warm-up, calibration or profiling). Start-up order (R-F2): prepare the
-geometry, warm every prepared shape (R-E4), then either load a saved table (R-G2) or resolve the
-calibration config, log the effective configuration (R-F7), drive real rounds with synthetic
-requests, fit, optionally save (R-G1), and install the immutable table in the controllers before
-the engine reports ready.
+the static path does no warm-up, calibration or profiling). Start-up order (R-F2): choose and
+prepare the geometry (sparse on CPU, `geometry.choose_prepared`, the reason logged), resolve the
+calibration config (errors before any work, R-F5), warm every prepared shape the calibration will
+not run itself (R-E4), then either load a saved table (R-G2) or log the effective configuration
+(R-F7), drive real rounds with synthetic requests (engine/calibrate.py), fit, report each point's
+spread, the noise and the held-out error (one warning line when the table is too noisy to trust),
+optionally save (R-G1), and install the immutable table in the controllers before the engine
+reports ready.
 
 Per round the engine asks `plan()` for a RoundPlan and hands every completed result to
 `observe()`. The lag between them is explicit: 1 for the synchronous engine, 2 with schedule
@@ -27,9 +30,11 @@ from ..calibration.config import (
     resolve_verify_calibration,
 )
 from ..calibration.cost_table import CostTable, TableCompat
+from ..calibration.robust import NoisePolicy, heldout_line, noise_summary, spread_lines, trust_warning
 from ..rounds import RoundPlan
-from ..geometry import PreparedGeometry, default_request_buckets
+from ..geometry import choose_prepared
 from .calibrate import measure, rows_plan, steps_plan, warm_up
+from .calibration_progress import RoundProgress
 
 
 def _log(msg: str) -> None:
@@ -44,21 +49,30 @@ class AdaptiveControl:
         self.algorithm = cfg.speculative_algorithm
         self.mode = "adaptive_draft_step" if cfg.enable_adaptive_draft_step else "adaptive_target_verify"
         self.lag = 2 if cfg.enable_schedule_overlap else 1
-        buckets = list(cfg.graph_decode_batch_sizes or default_request_buckets(cfg.max_seqs_per_batch))
-        self.geometry = PreparedGeometry.build(buckets, self.width, unified=cfg.enable_unified_mtp_graph)
+        self.geometry, self.geometry_note = choose_prepared(
+            cfg.max_seqs_per_batch, self.width, engine.device.type, cfg.graph_decode_batch_sizes,
+            unified=cfg.enable_unified_mtp_graph, max_rows=cfg.max_num_batched_tokens,
+            step_mode=self.mode == "adaptive_draft_step")
         self.facts = EngineFacts.from_geometry(
             self.geometry, model_context_limit=engine.max_model_len, kv_capacity_per_slot=engine.cache_len,
             dp_size=cfg.dp_size)
         self.compat = TableCompat(
             algorithm=self.algorithm, draft_width=self.width, weights_fingerprint=engine.weights_fingerprint,
             dtype=str(engine.dtype).removeprefix("torch."), device_type=engine.device.type,
-            quantization=engine.quantization, linear_backend=engine.linear_backend, tp_size=cfg.tp_size, dp_size=cfg.dp_size, cp_size=cfg.cp_size,
+            quantization=engine.quantization, linear_backend=engine.linear_backend, tp_size=cfg.tp_size,
+            dp_size=cfg.dp_size, cp_size=cfg.cp_size,
             unified=cfg.enable_unified_mtp_graph, mode=self.mode)
 
         t0 = time.perf_counter()
-        shapes = self._warmup_shapes()
+        # the calibration config is resolved (and refused) before any work is done (R-F5)
+        self.effective = None if cfg.adaptive_target_verify_cost_table else self._resolve(cfg)
+        measured = set()
+        if self.effective is not None:
+            measured = {(b, x) for b in self.effective.request_buckets for x in self.effective.grid[b]}
+        shapes = [(b, plan) for b, x, plan in self._warmup_shapes() if (b, x) not in measured]
         n = warm_up(engine, shapes)
-        self.log(f"[adaspec] warm-up: {n} prepared shapes in {time.perf_counter() - t0:.1f} s")
+        also = f" (the {len(measured)} shapes calibration measures are warmed by its own warm-up rounds)" if measured else ""
+        self.log(f"[adaspec] warm-up: {n} prepared shapes in {time.perf_counter() - t0:.1f} s{also}")
         self.table = self._load_or_calibrate(cfg, progress)
         self.calibration_seconds = time.perf_counter() - t0
         self.step: DraftStepController | None = None
@@ -76,16 +90,13 @@ class AdaptiveControl:
 
     # ---- start-up ------------------------------------------------------------------------------
     def _warmup_shapes(self):
+        """(Bcap, x, plan) of every prepared shape: x = k (draft step) or G (verify)."""
         g = self.geometry
         if self.mode == "adaptive_draft_step":
-            return [(b, steps_plan(b, k)) for b in g.request_buckets for k in range(0, self.width + 1)]
-        return [(b, rows_plan(b, rows, self.width)) for b in g.request_buckets for rows in g.target_rows[b]]
+            return [(b, k, steps_plan(b, k)) for b in g.request_buckets for k in range(0, self.width + 1)]
+        return [(b, rows, rows_plan(b, rows, self.width)) for b in g.request_buckets for rows in g.target_rows[b]]
 
-    def _load_or_calibrate(self, cfg, progress: bool) -> CostTable:
-        if cfg.adaptive_target_verify_cost_table:
-            table = CostTable.load(cfg.adaptive_target_verify_cost_table, self.compat)
-            self.log(table.log_block(self.facts, source=f"saved table {cfg.adaptive_target_verify_cost_table}"))
-            return table
+    def _resolve(self, cfg):
         if self.mode == "adaptive_draft_step":
             path = cfg.adaptive_draft_step_config
             eff = resolve_draft_step_config(load_draft_step_config(path) if path else None, self.facts,
@@ -94,29 +105,52 @@ class AdaptiveControl:
             path = cfg.adaptive_target_verify_calibration
             eff = resolve_verify_calibration(load_verify_calibration(path) if path else None, self.facts,
                                              source=f"--adaptive_target_verify_calibration={path}" if path else None)
-        self.log(eff.log_block(self.algorithm, f"file {path}" if path else "built-in"))
-        self.effective = eff
-        bar = None
-        if progress:
-            from tqdm import tqdm
+        self.config_source = f"file {path}" if path else "built-in"
+        return eff
 
-            bar = tqdm(total=eff.num_points, desc=f"{self.algorithm} calibration", unit="point", file=sys.stderr)
+    def _load_or_calibrate(self, cfg, progress: bool) -> CostTable:
+        if cfg.adaptive_target_verify_cost_table:
+            table = CostTable.load(cfg.adaptive_target_verify_cost_table, self.compat)
+            block = table.log_block(self.facts, source=f"saved table {cfg.adaptive_target_verify_cost_table}")
+            self.log(block + (f"\n{self.geometry_note}" if self.geometry_note else ""))
+            return table
+        eff = self.effective
+        noise = NoisePolicy()
+        self.log(eff.log_block(self.algorithm, self.config_source)
+                 + (f"\n{self.geometry_note}" if self.geometry_note else "") + f"\n{noise.describe()}")
         if self.mode == "adaptive_draft_step":
             make_plan, growth = steps_plan, (lambda b, k: k + 1)
+            rows_of = lambda b, k: b * (k + 1)  # noqa: E731
         else:
             make_plan = lambda b, rows: rows_plan(b, rows, self.width)  # noqa: E731
             growth = lambda b, rows: self.width + 1  # noqa: E731 - worst case: every row accepted
-        t0 = time.perf_counter()
-        points = measure(self.engine, {b: list(eff.grid[b]) for b in eff.request_buckets}, make_plan,
-                         eff.context_tuples(), eff.warmup_steps, eff.window_steps, eff.windows_per_point,
-                         eff.token_seed, growth, progress=bar, requests_per_bucket=eff.synthetic_requests)
-        if bar is not None:
+            rows_of = lambda b, rows: rows  # noqa: E731
+        points = [(b, x) for _ in eff.contexts for b in eff.request_buckets for x in eff.grid[b]]
+        bar = RoundProgress(points, eff.rounds_per_point, rows_of, f"{self.algorithm} calibration", enabled=progress)
+        t0, c0 = time.perf_counter(), time.process_time()
+        try:
+            m = measure(self.engine, {b: list(eff.grid[b]) for b in eff.request_buckets}, make_plan,
+                        eff.context_tuples(), eff.warmup_steps, eff.window_steps, eff.windows_per_point,
+                        eff.token_seed, growth, progress=bar, requests_per_bucket=eff.synthetic_requests,
+                        noise=noise, width=self.width)
+        finally:
             bar.close()
-        table = CostTable.build(points, eff, self.compat)
-        self.log(f"[adaspec] calibration: {len(points)} windows over {eff.num_points} points in "
-                 f"{time.perf_counter() - t0:.1f} s")
-        if table.metadata.heldout:
-            self.log(f"[adaspec] held-out cost error: {table.metadata.heldout}")
+        table = CostTable.build(m.points, eff, self.compat)
+        how = ("one shared prefill per context range, forked into every request slot, rewound by length after "
+               "every point" if m.shared_prefill else "every synthetic request prefilled separately (the "
+               "drafter has no copy_slot)")
+        self.log(f"[adaspec] calibration: {len(m.stats)} points, {m.rounds} rounds in "
+                 f"{time.perf_counter() - t0:.1f} s ({time.process_time() - c0:.1f} s of process CPU time; {how})")
+        self.log("[adaspec] calibration points (cost per round, spread of the consistent windows):\n"
+                 + "\n".join(spread_lines(m.stats, eff.x_name)))
+        self.log(noise_summary(m.stats, noise, m.clock, m.extra_rounds, m.extra_allowed))
+        heldout = table.metadata.heldout or {}
+        if heldout:
+            self.log(f"[adaspec] held-out cost error: {heldout_line(heldout)}")
+        warning = trust_warning(m.stats, heldout.get("median_rel_error"), noise, eff.model)
+        if warning:
+            self.log(warning)
+        self.measurement = m
         out = cfg.adaptive_target_verify_cost_table_output
         if out:
             table.save(out)

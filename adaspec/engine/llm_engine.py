@@ -1,4 +1,4 @@
-"""LLMEngine (the step loop) and LLM (the offline Python API).
+"""LLMEngine (the step loop); the offline Python API `LLM` lives in llm.py (re-exported here).
 
 `LLMEngine.step()` is one round: schedule -> prepare tensors -> target forward -> sample -> commit.
 The result's `.tolist()` is the one device-to-host point of a step. The same engine object serves
@@ -9,20 +9,26 @@ backend chosen, adaptive calibration) are logged on stderr.
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import sys
 import time
+from contextlib import contextmanager
+import warnings
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 import torch
 
-from ..config import ConfigError, EngineConfig, check_linear_backend
+from ..config import ConfigError, EngineConfig
 from ..errors import RequestError  # noqa: F401 - re-exported: the engine's request refusals
 from ..metrics.spec_stats import SpecStats
+from ..preflight import Checked, preflight, resolve_dtype  # noqa: F401 - resolve_dtype re-exported
+from ..preflight.requests import check_params, check_prompt, check_stop_ids, token_ids
 from ..rounds import RoundPlan
 from ..sampling_params import SamplingParams
 from .request import Request
+from .round_events import RoundEvent, RoundFailure
 from .scheduler import ScheduledBatch, Scheduler
 
 
@@ -37,6 +43,11 @@ class RequestOutput:
     arrival_time: float
     first_token_time: float | None
     finish_time: float | None
+    # speculation of this request (R-I2): rounds that verified >= 1 draft token, drafted tokens
+    # verified, accepted draft tokens (bonus excluded), as metrics.spec_stats counts them
+    num_drafts: int = 0
+    num_draft_tokens: int = 0
+    num_accepted_tokens: int = 0
 
     @property
     def finished(self) -> bool:
@@ -50,40 +61,50 @@ def configure_threads(threads: int) -> None:
     torch.set_num_threads(threads)
 
 
-def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
-    if name == "auto":
-        if device.type == "cuda":
-            return torch.bfloat16
-        flags = ""
-        try:
-            with open("/proc/cpuinfo") as f:
-                flags = f.read()
-        except OSError:
-            pass
-        return torch.bfloat16 if ("avx512_bf16" in flags or "amx_bf16" in flags) else torch.float32
-    return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
+def configure_allocator() -> bool:
+    """Keep freed activation buffers in the process heap instead of returning them to the OS.
+
+    glibc serves large allocations with mmap and gives them back on free, so every round's
+    activations came back as fresh zeroed pages: ~11k page faults (~42 MB) per round at 16 requests,
+    about 20% of such a round on one CPU core (issue 13). Raising the mmap threshold to its maximum
+    (32 MB) and the trim threshold to 256 MB removes them. Linux/glibc only; elsewhere a no-op."""
+    import ctypes
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+        return bool(libc.mallopt(M_MMAP_THRESHOLD, 32 << 20)) and bool(libc.mallopt(M_TRIM_THRESHOLD, 256 << 20))
+    except (OSError, AttributeError):
+        return False
 
 
 class LLMEngine:
-    def __init__(self, config: EngineConfig, drafter=None):
+    def __init__(self, config: EngineConfig, drafter=None, *, checked: Checked | None = None):
         """`drafter`: an object following drafts.base.Drafter, used instead of loading one. A drafter
         that is an `nn.Module` gets the target's linear backend in place (models/linear.pack_module:
-        inference only, so never pass a draft that is still being trained)."""
+        inference only, so never pass a draft that is still being trained).
+        `checked`: the result of `adaspec.preflight.preflight(config, ...)` when the caller ran it
+        already (the CLI, the server); otherwise it runs here, before any model work (issue 8)."""
         from ..models.linear import pack_module
         from ..models.linear_select import check_rows
-        from ..models.loader import load_model, resolve_model
-        from ..models.tokenizer import Tokenizer
+        from ..models.loader import load_model
         from ..runner.model_runner import ModelRunner
         from ..runner.round_runner import RoundRunner
 
-        self.config = config.validate()
+        if checked is None:
+            checked = preflight(config, drafter=drafter)
+            for w in checked.warnings:
+                warnings.warn(w, UserWarning, stacklevel=2)
+        self.checked = checked
+        self.config = config = checked.config
         configure_threads(config.threads)
-        self.device = torch.device(config.device)
-        if self.device.type == "cuda" and not torch.cuda.is_available():
-            raise ConfigError("--device=cuda but no CUDA device is available; use --device=cpu")
-        self.dtype = resolve_dtype(config.dtype, self.device)
-        check_linear_backend(config.linear_backend, str(self.dtype).removeprefix("torch."), self.device.type)
-        self.model_dir = resolve_model(config.model)
+        self.device, self.dtype = checked.device, checked.dtype
+        if self.device.type == "cpu":
+            configure_allocator()
+        self.model_dir = checked.model_dir
         # auto measures at one row and at the rows of a verify (speculative) or a full batch (plain)
         verify_rows = 1 + config.num_draft_tokens if config.speculative else config.max_seqs_per_batch
         self.model_config, self.model = load_model(self.model_dir, self.dtype, self.device,
@@ -91,25 +112,23 @@ class LLMEngine:
         # part of the target's identity (cost tables, --json stats, the server's /version)
         self.linear_backend = self.model.linear_backend
         self.linear_choice = self.model.linear_choice
-        check_rows(self.linear_choice, self.model)  # logged: do speculative rows equal plain rows bit for bit?
+        check_rows(self.linear_choice, self.model)  # logged: do a verify row's linears equal a plain row's?
         print(self.linear_choice.describe(), file=sys.stderr, flush=True)
-        self.tokenizer = Tokenizer(self.model_dir)
-        limit = self.model_config.max_position_embeddings
-        if config.max_model_len is not None and config.max_model_len > limit:
-            raise ConfigError(f"--max_model_len={config.max_model_len} exceeds the model's context limit {limit}")
-        self.max_model_len = config.max_model_len or min(limit, 2048)
+        self.tokenizer = checked.tokenizer
+        self.max_model_len = checked.max_model_len
         self.num_draft_tokens = config.num_draft_tokens
         # verify rows may run num_draft_tokens positions past the context limit before being cut
-        self.cache_len = cache_len = self.max_model_len + self.num_draft_tokens + 1
+        self.cache_len = cache_len = checked.cache_len
         runner = ModelRunner(self.model, config.max_seqs_per_batch, cache_len, self.device)
+        self.kv_cache = runner.kv  # the target's KV cache (engine/fork.py copies slots of it)
         self.drafter = None
         if config.speculative and drafter is not None:
             self.drafter = drafter
         elif config.speculative:
             from ..drafts.factory import load_drafter
 
-            self.drafter = load_drafter(config.draft_model, config.speculative_algorithm.lower(), self.model,
-                                        self.model_dir, self.device, self.dtype)
+            self.drafter = load_drafter(checked.draft_dir or config.draft_model, config.speculative_algorithm.lower(),
+                                        self.model, self.model_dir, self.device, self.dtype)
         if isinstance(self.drafter, torch.nn.Module):  # the drafts and their heads use the target's backend
             pack_module(self.drafter, self.linear_backend)
         if self.drafter is not None:
@@ -126,14 +145,19 @@ class LLMEngine:
         self.round_id = 0
         self._executor = None
         self._inflight = None  # (batch, plan, future) of the round running on the worker thread
+        # called with a RoundEvent after each completed round (on the engine's thread)
+        self.round_observers: list = []
         self.control = None
         if config.adaptive:
-            from ..models.loader import quantization, weights_fingerprint
             from .control import AdaptiveControl
 
-            draft_fp = getattr(self.drafter, "fingerprint", None) or type(self.drafter).__name__
-            self.weights_fingerprint = f"{weights_fingerprint(self.model_dir)}+draft:{draft_fp}"
-            self.quantization = quantization(self.model_dir)
+            self.weights_fingerprint, self.quantization = checked.weights_fingerprint, checked.quantization
+            if self.weights_fingerprint is None:  # a Checked made without speculation facts: identify the weights here
+                from ..models.loader import quantization, weights_fingerprint
+
+                draft_fp = getattr(self.drafter, "fingerprint", None) or type(self.drafter).__name__
+                self.weights_fingerprint = f"{weights_fingerprint(self.model_dir)}+draft:{draft_fp}"
+                self.quantization = quantization(self.model_dir)
             self.control = AdaptiveControl(self)
             self.rounds.verify_controller = self.control.verify
 
@@ -154,38 +178,35 @@ class LLMEngine:
         params: SamplingParams | None = None,
         request_id: str | None = None,
         prompt_text: str | None = None,
+        template_tokens: int | None = None,
     ) -> Request:
-        """Check a request before any work is done for it (R-B5); RequestError names the field."""
-        params = params or SamplingParams()
+        """Check a request before any work is done for it (R-B5); RequestError names the field (`param`).
+
+        `prompt` is text or token ids (a list of int; nothing else is converted). `template_tokens`:
+        the length of the user's text before a chat template wrapped it (for the error message)."""
+        params = check_params(params)
         reason = params.unsupported_reason(speculative=self.config.speculative)
         if reason:
-            raise RequestError(reason)
+            raise RequestError(reason, param=reason.split()[0])
         if self.config.enable_unified_mtp_graph and params.temperature > 0:
             raise RequestError(
                 f"temperature={params.temperature} is not supported with --enable_unified_mtp_graph=true, which "
-                "serves temperature 0 only (R-E3); send temperature 0 or restart with --enable_unified_mtp_graph=false"
-            )
+                "serves temperature 0 only (R-E3); send temperature 0 or restart with --enable_unified_mtp_graph=false",
+                param="temperature")
         if isinstance(prompt, str):
+            if prompt == "":
+                raise RequestError("prompt: empty prompt; send some text", param="prompt")
             text, ids = prompt, self.tokenizer.encode(prompt)
         else:
-            text, ids = prompt_text, [int(t) for t in prompt]
-        if not ids:
-            raise RequestError("prompt: empty prompt; send at least one token")
-        if len(ids) >= self.max_model_len:
-            raise RequestError(
-                f"prompt: {len(ids)} tokens do not fit the context limit {self.max_model_len} "
-                "(--max_model_len); shorten the prompt"
-            )
-        bad = [t for t in ids if not 0 <= t < self.model_config.vocab_size]
-        if bad:
-            raise RequestError(f"prompt: token ids {bad[:5]} are outside the vocabulary (size {self.model_config.vocab_size})")
+            text, ids = prompt_text, token_ids(prompt)
+        check_prompt(ids, self.max_model_len, self.model_config.vocab_size, template_tokens=template_tokens)
+        check_stop_ids(params, self.model_config.vocab_size)
+        if request_id is not None and not isinstance(request_id, str):
+            raise RequestError(f"request_id must be a str, got {type(request_id).__name__}", param="request_id")
         request_id = request_id or f"req-{next(self._ids)}"
         if request_id in self.requests:
-            raise RequestError(f"request_id {request_id!r} is already in use")
-        req = Request(request_id, text, ids, params)
-        if params.seed is not None:
-            req.generator = torch.Generator(device=self.device).manual_seed(params.seed)
-        return req
+            raise RequestError(f"request_id {request_id!r} is already in use", param="request_id")
+        return Request(request_id, text, ids, params)  # a seed's noise is per position (sampling/seeding.py)
 
     def enqueue(self, req: Request) -> str:
         self.requests[req.request_id] = req
@@ -193,38 +214,87 @@ class LLMEngine:
         return req.request_id
 
     def abort(self, request_id: str) -> None:
+        """Stop a request now and free its slot. Call from the thread that calls `step()`.
+
+        If the request is part of the round running on the overlap worker, its refresh entries
+        belong to that round: the worker is still reading and writing them, so they are released
+        when the round is collected (`commit` skips and releases finished requests)."""
         req = self.requests.pop(request_id, None)
         if req is not None and not req.finished:
             self.scheduler.finish(req)
-            self.rounds.release(request_id)
+            if not self._in_flight(req):
+                self.rounds.release(request_id)
+
+    def _in_flight(self, req: Request) -> bool:
+        return self._inflight is not None and any(c.request is req for c in self._inflight[0].chunks)
 
     # ---- one step ------------------------------------------------------------------------
     def step(self) -> list[RequestOutput]:
-        """Run one round; returns the state of every request that produced a token (or finished)."""
+        """Run one round; returns the state of every request that produced a token (or finished).
+
+        If the round raises, its requests are finished with reason "error" (slots and draft state
+        freed) and `RoundFailure` is raised naming them; the engine stays usable for the rest."""
         if self.config.enable_schedule_overlap:
             return self._step_overlapped()
-        launched = self._launch()
-        if launched is None:
+        batch = self._schedule()
+        if batch is None:
             return []
-        return self._outputs(self._collect(*launched))
+        with self._failing(batch):
+            return self._outputs(self._collect(batch, *self._run(batch)))
 
-    def _launch(self, executor=None):
-        """Schedule and plan the next round; run it (or submit it to `executor`)."""
-        batch = self.scheduler.schedule(rows_per_decode=1 + self.num_draft_tokens)
-        if not batch:
-            return None
+    def _schedule(self) -> ScheduledBatch | None:
+        batch = self.scheduler.schedule(verify_cap=self.verify_cap)
+        return batch or None
+
+    def _run(self, batch: ScheduledBatch, executor=None):
+        """Plan the round; run it here, or submit it to `executor`. Returns (plan, timed result)."""
         self.round_id += 1
         plan = self.plan(batch, self.round_id)
         if executor is None:
-            return batch, plan, self.rounds.run(batch.chunks, plan)
-        return batch, plan, executor.submit(self.rounds.run, batch.chunks, plan)
+            return plan, self._timed_run(batch.chunks, plan)
+        return plan, executor.submit(self._timed_run, batch.chunks, plan)
 
-    def _collect(self, batch: ScheduledBatch, plan: RoundPlan, result) -> list[Request]:
-        """Feedback (the normal result path, R-C4) and commit of a completed round."""
+    def _timed_run(self, chunks, plan: RoundPlan):
+        started = time.perf_counter()
+        result = self.rounds.run(chunks, plan)  # ends with the round's one device-to-host read-back
+        return result, started, time.perf_counter()
+
+    def _collect(self, batch: ScheduledBatch, plan: RoundPlan, timed) -> list[Request]:
+        """Feedback (the normal result path, R-C4), commit and observers of a completed round."""
+        result, started, finished = timed
         self.spec_stats.observe(result.verify_lens, result.num_accepted)
+        decoding = [c.request for c in batch.chunks if c.is_decode]
+        for req, L, m in zip(decoding, result.verify_lens, result.num_accepted):
+            if L:
+                req.num_drafts, req.num_draft_tokens = req.num_drafts + 1, req.num_draft_tokens + L
+                req.num_accepted_tokens += m
         if self.control is not None:
             self.control.observe(result, plan.round_id)
-        return self.commit(batch, result)
+        updated = self.commit(batch, result)
+        if self.round_observers:
+            event = RoundEvent(plan.round_id, batch, decoding, plan, result, started, finished)
+            for observe in self.round_observers:
+                try:
+                    observe(event)
+                except Exception:  # an observer's bug must not fail the round's requests
+                    logging.getLogger("adaspec.engine").exception("round observer %r failed", observe)
+        return updated
+
+    @contextmanager
+    def _failing(self, batch: ScheduledBatch):
+        """Turn an exception of the round into failed requests + RoundFailure (error isolation)."""
+        try:
+            yield
+        except Exception as e:
+            failed = []
+            for chunk in batch.chunks:
+                req = chunk.request
+                self.rounds.release(req.request_id)
+                if not req.finished:
+                    self._finish(req, "error")
+                    failed.append(req.request_id)
+                self.requests.pop(req.request_id, None)
+            raise RoundFailure(failed, e) from e
 
     def _step_overlapped(self) -> list[RequestOutput]:
         """Schedule overlap: round n runs on a worker thread while this thread turns round n-1's
@@ -242,8 +312,12 @@ class LLMEngine:
         if self._inflight is not None:
             batch, plan, future = self._inflight
             self._inflight = None
-            updated = self._collect(batch, plan, future.result())
-        self._inflight = self._launch(self._executor)
+            with self._failing(batch):
+                updated = self._collect(batch, plan, future.result())
+        batch = self._schedule()
+        if batch is not None:
+            with self._failing(batch):
+                self._inflight = (batch, *self._run(batch, self._executor))
         return self._outputs(updated)
 
     def has_unfinished(self) -> bool:
@@ -253,19 +327,22 @@ class LLMEngine:
         """How much each decoding request speculates this round: fixed width, or the controller's.
 
         A request never verifies more draft tokens than it may still emit: tokens past max_tokens
-        or the context limit would be thrown away, so verifying them is wasted work.
+        or the context limit would be thrown away, so verifying them is wasted work. Nor more than
+        the step's row budget left after prefill (the scheduler's cut caps, `verify_cap`).
         """
         decoding = [c.request for c in batch.chunks if c.is_decode]
-        K = self.num_draft_tokens
-        if not K:
+        if not self.num_draft_tokens:
             return RoundPlan.plain(len(decoding))
-        caps = tuple(
-            max(0, min(K, r.params.max_tokens - len(r.output_token_ids) - 1, self.max_model_len - r.num_tokens - 1))
-            for r in decoding
-        )
+        # the scheduler charged these rows (verify_cap), cut where the step's row budget ran out
+        caps = tuple(c.verify_cap for c in batch.chunks if c.is_decode)
         if self.control is not None:
             return self.control.plan(decoding, caps, round_id)
-        return RoundPlan(K, caps, round_id=round_id)
+        return RoundPlan(self.num_draft_tokens, caps, round_id=round_id)
+
+    def verify_cap(self, r: Request) -> int:
+        """Draft tokens request `r` may verify this round: the width, less what it may still emit."""
+        K = self.num_draft_tokens
+        return max(0, min(K, r.params.max_tokens - len(r.output_token_ids) - 1, self.max_model_len - r.num_tokens - 1))
 
     def commit(self, batch: ScheduledBatch, result) -> list[Request]:
         """Advance cache lengths (rejected rows are dropped by not counting them) and append tokens.
@@ -308,9 +385,13 @@ class LLMEngine:
 
     def _match_stop_string(self, req: Request) -> bool:
         text = self.tokenizer.decode(req.output_token_ids)
-        # only the tail can hold a new match: the previous tokens were checked already
-        window = max(len(s) for s in req.params.stop) + 16
-        hits = [i for s in req.params.stop if (i := text.find(s, max(0, len(text) - window))) >= 0]
+        # Only text from the last check on can complete a new match, however long the new token
+        # is: search from the previously checked length, back by the longest stop string (minus
+        # one) plus slack for a partial UTF-8 character at the old end that decodes differently now.
+        longest = max(len(s) for s in req.params.stop)
+        start = max(0, req.stop_checked_len - longest - 8)
+        hits = [i for s in req.params.stop if (i := text.find(s, start)) >= 0]
+        req.stop_checked_len = len(text)
         if hits:
             req.stop_text_end = min(hits)
             return True
@@ -319,6 +400,10 @@ class LLMEngine:
     def _finish(self, req: Request, reason: str) -> None:
         req.finish_reason, req.finish_time = reason, time.perf_counter()
         self.scheduler.finish(req)
+
+    def output(self, req: Request) -> RequestOutput:
+        """The request's current state as a RequestOutput (forgotten by the engine once finished)."""
+        return self._output(req)
 
     def _output(self, req: Request) -> RequestOutput:
         text = self.tokenizer.decode(req.output_token_ids)
@@ -329,47 +414,8 @@ class LLMEngine:
         return RequestOutput(
             req.request_id, req.prompt, req.prompt_token_ids, list(req.output_token_ids), text,
             req.finish_reason, req.arrival_time, req.first_token_time, req.finish_time,
+            req.num_drafts, req.num_draft_tokens, req.num_accepted_tokens,
         )
 
 
-class LLM:
-    """Offline API: `LLM(model=...).generate(prompts, SamplingParams(...))`."""
-
-    def __init__(self, model: str | None = None, drafter=None, **config):
-        self.engine = LLMEngine(EngineConfig(model=model, **config), drafter=drafter)
-        self.tokenizer = self.engine.tokenizer
-
-    def generate(
-        self,
-        prompts: str | Sequence[str] | Sequence[Sequence[int]],
-        params: SamplingParams | Sequence[SamplingParams] | None = None,
-        chat: bool = False,
-        use_tqdm: bool = False,
-    ) -> list[RequestOutput]:
-        if isinstance(prompts, str) or (prompts and isinstance(prompts[0], int)):
-            prompts = [prompts]
-        params_list = list(params) if isinstance(params, (list, tuple)) else [params or SamplingParams()] * len(prompts)
-        if len(params_list) != len(prompts):
-            raise RequestError(f"got {len(params_list)} SamplingParams for {len(prompts)} prompts")
-        requests = []
-        for prompt, p in zip(prompts, params_list):  # check all before queuing any
-            if chat and isinstance(prompt, str):
-                requests.append(self.engine.make_request(self.tokenizer.chat_prompt_ids(prompt), p, prompt_text=prompt))
-            else:
-                requests.append(self.engine.make_request(prompt, p))
-        ids = [self.engine.enqueue(r) for r in requests]
-        results: dict[str, RequestOutput] = {}
-        bar = None
-        if use_tqdm:
-            from tqdm import tqdm
-
-            bar = tqdm(total=len(ids), desc="generate", unit="req")
-        while self.engine.has_unfinished():
-            for out in self.engine.step():
-                if out.finished:
-                    results[out.request_id] = out
-                    if bar is not None:
-                        bar.update(1)
-        if bar is not None:
-            bar.close()
-        return [results[rid] for rid in ids]
+from .llm import LLM  # noqa: E402,F401 - re-exported: the offline API lives in llm.py

@@ -6,8 +6,6 @@ import enum
 import time
 from dataclasses import dataclass, field
 
-import torch
-
 from ..sampling_params import SamplingParams
 
 
@@ -32,9 +30,12 @@ class Request:
     status: Status = Status.WAITING
     finish_reason: str | None = None
     stop_text_end: int | None = None  # text is cut here when a stop string matched
+    stop_checked_len: int = 0  # characters of output text already searched for stop strings
     first_token_time: float | None = None
     finish_time: float | None = None
-    generator: torch.Generator | None = None
+    num_drafts: int = 0  # rounds in which this request verified >= 1 draft token
+    num_draft_tokens: int = 0  # draft tokens verified
+    num_accepted_tokens: int = 0  # draft tokens accepted (bonus excluded)
 
     @property
     def num_tokens(self) -> int:

@@ -1,15 +1,17 @@
 """ModelConfig: the few architecture facts the Llama-family forward needs (R-A1).
 
 Read from a Hugging Face `config.json` dict. Transformers 4.x writes `rope_theta` / `rope_scaling`
-at the top level; 5.x writes them inside `rope_parameters`: both are accepted.
+at the top level; 5.x writes them inside `rope_parameters`: both are accepted. A missing, mistyped
+or impossible field is an `InvalidModelError` naming the field (and the file, when given).
 """
 
 from __future__ import annotations
 
-from ..errors import UserError
-
+import math
 from dataclasses import dataclass, field
 from typing import Any
+
+from ..errors import UserError
 
 SUPPORTED_ARCHITECTURES = {
     "LlamaForCausalLM": "llama",
@@ -21,6 +23,45 @@ SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3", "yarn")
 
 class UnsupportedModelError(UserError, ValueError):
     """The checkpoint is not one this engine can run; the message says why."""
+
+
+class InvalidModelError(UserError, ValueError):
+    """A model directory is damaged or incomplete (config.json, weights, tokenizer); the message names
+    the file and the field."""
+
+
+_REQUIRED_INTS = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
+
+
+def _positive_int(cfg: dict, name: str, where: str, required: bool = True, default: int | None = None) -> int | None:
+    v = cfg.get(name)
+    if v is None:
+        if required:
+            raise InvalidModelError(f"{where}: config.json has no {name!r}; this is not a complete Hugging Face "
+                                    "config (re-export the model, or pass another --model)", param="--model")
+        return default
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or isinstance(v, float) and not v.is_integer() or v < 1:
+        raise InvalidModelError(f"{where}: config.json field {name!r} must be a positive integer, got {v!r}",
+                                param="--model")
+    return int(v)
+
+
+def _positive_float(cfg: dict, name: str, where: str, default: float) -> float:
+    v = cfg.get(name, default)
+    if v is None:
+        return default
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+        raise InvalidModelError(f"{where}: config.json field {name!r} must be a positive finite number, got {v!r}",
+                                param="--model")
+    return float(v)
+
+
+def _token_ids(v: Any, name: str, where: str) -> tuple[int, ...]:
+    ids = v if isinstance(v, (list, tuple)) else ([] if v is None else [v])
+    if any(isinstance(t, bool) or not isinstance(t, int) or t < 0 for t in ids):
+        raise InvalidModelError(f"{where}: config.json field {name!r} must be a token id or a list of them, "
+                                f"got {v!r}", param="--model")
+    return tuple(ids)
 
 
 @dataclass(frozen=True)
@@ -46,8 +87,15 @@ class ModelConfig:
     eos_token_ids: tuple[int, ...] = field(default_factory=tuple)
 
     @classmethod
-    def from_hf_dict(cls, cfg: dict[str, Any]) -> "ModelConfig":
+    def from_hf_dict(cls, cfg: dict[str, Any], source: str | None = None) -> "ModelConfig":
+        """`source` (the model directory) is named in errors."""
+        where = f"--model={source}" if source else "model config"
+        if not isinstance(cfg, dict):
+            raise InvalidModelError(f"{where}: config.json must hold a JSON object, got {type(cfg).__name__}",
+                                    param="--model")
         archs = cfg.get("architectures") or []
+        if not isinstance(archs, list):
+            archs = [archs]
         arch = next((SUPPORTED_ARCHITECTURES[a] for a in archs if a in SUPPORTED_ARCHITECTURES), None)
         if arch is None:
             model_type = cfg.get("model_type")
@@ -55,54 +103,69 @@ class ModelConfig:
                 arch = model_type
             else:
                 raise UnsupportedModelError(
-                    f"unsupported architecture {archs or model_type!r}: adaspec runs "
-                    f"{', '.join(SUPPORTED_ARCHITECTURES)} checkpoints"
-                )
-        num_heads = int(cfg["num_attention_heads"])
-        hidden = int(cfg["hidden_size"])
-        rope_params = dict(cfg.get("rope_parameters") or {})
-        rope_theta = float(cfg.get("rope_theta", rope_params.get("rope_theta", 10000.0)))
-        scaling = cfg.get("rope_scaling") or (rope_params if rope_params else None)
-        scaling = _normalise_rope_scaling(scaling)
-        eos = cfg.get("eos_token_id")
-        eos_ids = tuple(eos) if isinstance(eos, (list, tuple)) else ((eos,) if eos is not None else ())
+                    f"{where}: unsupported architecture {archs or model_type!r}: adaspec runs "
+                    f"{', '.join(SUPPORTED_ARCHITECTURES)} checkpoints", param="--model")
+        ints = {name: _positive_int(cfg, name, where) for name in _REQUIRED_INTS}
+        num_heads, hidden = ints["num_attention_heads"], ints["hidden_size"]
+        num_kv_heads = _positive_int(cfg, "num_key_value_heads", where, required=False, default=num_heads)
+        if num_heads % num_kv_heads:
+            raise InvalidModelError(f"{where}: config.json num_attention_heads {num_heads} is not a multiple of "
+                                    f"num_key_value_heads {num_kv_heads}", param="--model")
+        head_dim = _positive_int(cfg, "head_dim", where, required=False)
+        if head_dim is None:
+            if hidden % num_heads:
+                raise InvalidModelError(f"{where}: config.json hidden_size {hidden} is not a multiple of "
+                                        f"num_attention_heads {num_heads} and no head_dim is given", param="--model")
+            head_dim = hidden // num_heads
+        rope_params = cfg.get("rope_parameters") or {}
+        if not isinstance(rope_params, dict):
+            raise InvalidModelError(f"{where}: config.json rope_parameters must be an object", param="--model")
+        rope_theta = _positive_float(cfg, "rope_theta", where, float(rope_params.get("rope_theta", 10000.0) or 10000.0))
+        scaling = cfg.get("rope_scaling") or (dict(rope_params) if rope_params else None)
+        if scaling is not None and not isinstance(scaling, dict):
+            raise InvalidModelError(f"{where}: config.json rope_scaling must be an object or null, got {scaling!r}",
+                                    param="--model")
+        scaling = _normalise_rope_scaling(scaling, where)
+        eos_ids = _token_ids(cfg.get("eos_token_id"), "eos_token_id", where)
+        bos = cfg.get("bos_token_id")
+        if bos is not None:
+            _token_ids(bos, "bos_token_id", where)
         sliding = None
-        if arch == "mistral":
-            sliding = cfg.get("sliding_window")
-        elif arch == "qwen2" and cfg.get("use_sliding_window"):
-            sliding = cfg.get("sliding_window")
+        if arch == "mistral" or (arch == "qwen2" and cfg.get("use_sliding_window")):
+            sliding = _positive_int(cfg, "sliding_window", where, required=False)
         return cls(
             architecture=arch,
-            vocab_size=int(cfg["vocab_size"]),
+            vocab_size=ints["vocab_size"],
             hidden_size=hidden,
-            intermediate_size=int(cfg["intermediate_size"]),
-            num_layers=int(cfg["num_hidden_layers"]),
+            intermediate_size=ints["intermediate_size"],
+            num_layers=ints["num_hidden_layers"],
             num_heads=num_heads,
-            num_kv_heads=int(cfg.get("num_key_value_heads") or num_heads),
-            head_dim=int(cfg.get("head_dim") or hidden // num_heads),
-            rms_norm_eps=float(cfg.get("rms_norm_eps", 1e-6)),
+            num_kv_heads=num_kv_heads,
+            head_dim=head_dim,
+            rms_norm_eps=_positive_float(cfg, "rms_norm_eps", where, 1e-6),
             rope_theta=rope_theta,
-            max_position_embeddings=int(cfg.get("max_position_embeddings", 2048)),
+            max_position_embeddings=_positive_int(cfg, "max_position_embeddings", where, required=False,
+                                                  default=2048),
             tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),  # class default of all three
             attention_bias=arch == "qwen2" or bool(cfg.get("attention_bias", False)),
             o_proj_bias=arch != "qwen2" and bool(cfg.get("attention_bias", False)),
             mlp_bias=bool(cfg.get("mlp_bias", False)),
             sliding_window=int(sliding) if sliding else None,
             rope_scaling=scaling,
-            bos_token_id=cfg.get("bos_token_id"),
+            bos_token_id=bos,
             eos_token_ids=eos_ids,
         )
 
 
-def _normalise_rope_scaling(scaling: dict[str, Any] | None) -> dict[str, Any] | None:
+def _normalise_rope_scaling(scaling: dict[str, Any] | None, where: str = "model config") -> dict[str, Any] | None:
     if not scaling:
         return None
     scaling = dict(scaling)
     rope_type = scaling.get("rope_type", scaling.get("type", "default"))
     if rope_type not in SUPPORTED_ROPE_TYPES:
         raise UnsupportedModelError(
-            f"unsupported rope scaling {rope_type!r}: adaspec implements {', '.join(SUPPORTED_ROPE_TYPES)}"
-        )
+            f"{where}: unsupported rope scaling {rope_type!r}: adaspec implements {', '.join(SUPPORTED_ROPE_TYPES)}",
+            param="--model")
     if rope_type == "default":
         return None
     scaling["rope_type"] = rope_type

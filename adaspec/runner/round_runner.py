@@ -18,6 +18,7 @@ import torch
 from ..drafts.base import DraftBatch, Drafter, DraftOutput
 from ..rounds import RoundPlan, RoundResult
 from ..sampling.sampler import SamplingTensors, sample
+from ..sampling.seeding import row_generators
 from ..sampling.verify import count_accepted
 from .model_runner import ModelRunner
 
@@ -58,6 +59,7 @@ class RoundRunner:
 
         # Target input rows: prefill chunks as scheduled; decoding request b reads [t_n, d_1..d_Lb].
         rows, sample_rows, n_sampled, draft_dst, draft_src = [], [], [], [], []
+        sample_pos = []  # absolute position each sampled row samples (seeded requests' noise, R-B5)
         offset, b = 0, 0
         for c in chunks:
             if c.is_decode:
@@ -66,12 +68,14 @@ class RoundRunner:
                 draft_dst += range(offset + 1, offset + 1 + L)
                 draft_src += range(b * K, b * K + L)
                 sample_rows += range(offset, offset + 1 + L)
+                sample_pos += range(c.start + 1, c.start + 2 + L)
                 n_sampled.append(1 + L)
                 b += 1
             else:
                 rows.append(c.token_ids)
                 if c.sample:
                     sample_rows.append(offset + len(c.token_ids) - 1)
+                    sample_pos.append(c.start + len(c.token_ids))
                 n_sampled.append(int(c.sample))
             offset += len(rows[-1])
         inputs = self.runner.prepare([c.request.slot for c in chunks], [c.start for c in chunks], rows, sample_rows)
@@ -83,7 +87,8 @@ class RoundRunner:
 
         # Sample every sampled row from its request's filtered target distribution (R-B3).
         row_params = [c.request.params for c, n in zip(chunks, n_sampled) for _ in range(n)]
-        row_gens = [c.request.generator for c, n in zip(chunks, n_sampled) for _ in range(n)]
+        row_seeds = [c.request.params.seed for c, n in zip(chunks, n_sampled) for _ in range(n)]
+        row_gens = row_generators(row_seeds, sample_pos, self.device)
         tensors = SamplingTensors.from_params(row_params, self.device)
         y = sample(out.logits, tensors, row_gens, default_generator=self.default_generator)
 

@@ -163,7 +163,7 @@ def test_auto_falls_back_to_fp32_when_fp16w_is_missing(tiny_llama_dir, monkeypat
 def test_bad_backend_is_refused_at_start_up_naming_the_flag(flags, match):
     with pytest.raises(ConfigError, match=match) as e:
         EngineConfig(**flags).validate()
-    assert e.value.param == "linear_backend"
+    assert e.value.param == "--linear_backend"
 
 
 def test_cuda_accepts_auto_and_the_dtype_backend():

@@ -30,7 +30,14 @@ def test_is_greedy():
     "field, value, allowed",
     [
         ("temperature", -0.1, ">= 0"),
-        ("temperature", float("nan"), ">= 0"),
+        ("temperature", float("nan"), "finite"),
+        ("top_p", float("nan"), "finite"),
+        ("min_p", float("inf"), "finite"),
+        ("temperature", True, "a number"),
+        ("max_tokens", "16", "an integer"),
+        ("top_k", 2**40, "at most"),
+        ("stop", ["x", ""], "must not be empty"),
+        ("stop_token_ids", [-3], ">= 0"),
         ("top_k", -2, ">= 1"),
         ("top_p", 0.0, "(0, 1]"),
         ("top_p", 1.5, "(0, 1]"),
@@ -93,13 +100,12 @@ def test_unsupported_features_are_refused_with_field_name(field, value, speculat
     assert "not supported" in reason and "remove it" in reason
 
 
-def test_seed_refused_only_with_speculation():
-    """R-B5: a per-request seed is refused with speculative decoding, allowed without it."""
+def test_seed_is_supported_with_and_without_speculation():
+    """R-B5: a per-request seed is exactly reproducible under speculation too (test_seeded_speculation.py),
+    so it is not refused anywhere."""
     p = SamplingParams(seed=42)
     assert p.unsupported_reason(speculative=False) is None
-    reason = p.unsupported_reason(speculative=True)
-    assert reason is not None and reason.startswith("seed")
-    assert "--speculative_algorithm" in reason and "remove it" in reason
+    assert p.unsupported_reason(speculative=True) is None
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from adaspec.drafts.factory import load_drafter
+from adaspec.errors import UserError
 from adaspec.models.loader import load_model, weights_fingerprint
 from adaspec.training.cli import add_train_flags, run_train
 
@@ -68,8 +69,8 @@ def test_rerun_resumes_from_the_checkpoint(tiny_llama_dir, data_dir, tmp_path, c
     assert "resuming from" in capsys.readouterr().out
     assert report["training"]["steps"] == 4
     assert torch.load(out / "checkpoint.pt", weights_only=False)["step"] == 4
-    # a checkpoint of another architecture is not silently reused
-    with pytest.raises(SystemExit, match="another run"):
+    # a checkpoint of another architecture is not silently reused (refused before the target loads)
+    with pytest.raises(UserError, match="another run"):
         run_train(parse(*tiny_flags(tiny_llama_dir, out, data_dir, "dspark", 5)))
 
 

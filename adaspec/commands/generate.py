@@ -1,0 +1,99 @@
+"""`adaspec generate`: read and check every prompt and flag, then load, then generate.
+
+Order (issue 8): sampling flags -> prompts (files read and parsed) -> engine flags -> preflight
+(every named file, output path, model config, tokenizer, calibration) -> the prompts tokenised and
+checked against the context limit and chat template -> only then the weights load, warm-up and
+calibration run, and the checked requests are generated.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+from ..errors import RequestError, UserError
+from ..models.tokenizer import NoChatTemplateError
+from ..preflight import preflight
+from ..preflight.requests import check_prompt
+from ..sampling_params import SamplingParams, params_error
+from .prompts import prompt_ids, read_prompts
+
+SAMPLING_FLAGS = {f: f"--{f}" for f in ("temperature", "top_k", "top_p", "min_p", "max_tokens", "stop")}
+
+
+def sampling_params(args) -> SamplingParams:
+    from pydantic import ValidationError
+
+    try:
+        return SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature, top_k=args.top_k,
+                              top_p=args.top_p, min_p=args.min_p, stop=args.stop)
+    except ValidationError as e:
+        raise params_error(e, SAMPLING_FLAGS) from None
+
+
+def sampling_warnings(params: SamplingParams) -> list[str]:
+    """Sampling flags that greedy decoding ignores (README: warned, not refused)."""
+    if not params.is_greedy:
+        return []
+    ignored = [f"--{name}={getattr(params, name)}" for name, off in (("top_k", 0), ("top_p", 1.0), ("min_p", 0.0))
+               if getattr(params, name) != off]
+    return [f"{', '.join(ignored)} has no effect with --temperature=0 (greedy takes the most likely token)"] \
+        if ignored else []
+
+
+def warn(command: str, lines) -> None:
+    for line in lines:
+        print(f"adaspec {command}: warning: {line}", file=sys.stderr)
+
+
+def cmd_generate(args, engine_config) -> int:
+    params = sampling_params(args)
+    prompts = read_prompts(args.prompt, args.prompts_file, args.chat)
+    config = engine_config(args)
+    checked = preflight(config, sampling=[params], sampling_names=SAMPLING_FLAGS)
+    notes = [*checked.warnings, *sampling_warnings(params)]
+    if params.max_tokens >= checked.max_model_len:
+        notes.append(f"--max_tokens={params.max_tokens} does not fit the context limit {checked.max_model_len} "
+                     "(--max_model_len) after the prompt: outputs stop at the limit (finish_reason=length)")
+    warn("generate", notes)
+    tok = checked.tokenizer
+    if args.chat and not tok.has_chat_template:
+        raise NoChatTemplateError(f"--chat=true (the default) but the model at {checked.model_dir} has no chat "
+                                  "template; pass --chat=false to send the prompts as plain text", param="--chat")
+    encoded = []
+    for p in prompts:  # every prompt checked before the weights load
+        ids, raw = prompt_ids(p, tok, args.chat)
+        try:
+            check_prompt(ids, checked.max_model_len, checked.model_config.vocab_size, template_tokens=raw,
+                         what="prompt")
+        except RequestError as e:
+            raise UserError(f"{p.origin}: {str(e).removeprefix('prompt: ')}", param=p.flag) from None
+        encoded.append((ids, raw))
+    from ..engine.llm_engine import LLM
+
+    llm = LLM(checked=checked)
+    requests = [llm.engine.make_request(ids, params, prompt_text=p.text, template_tokens=raw)
+                for p, (ids, raw) in zip(prompts, encoded)]
+    t0 = time.perf_counter()
+    outputs = llm.run(requests, use_tqdm=not args.json and len(prompts) > 1)
+    elapsed = time.perf_counter() - t0
+    n_out = sum(len(o.token_ids) for o in outputs)
+    stats = {"output_tokens": n_out, "elapsed_s": round(elapsed, 4), "tokens_per_s": round(n_out / elapsed, 3),
+             "linear_backend": llm.engine.linear_backend}
+    if llm.engine.config.speculative:
+        stats.update(llm.engine.spec_stats.summary())
+    if llm.engine.control is not None:
+        stats.update(llm.engine.control.summary())
+    if args.json:
+        print(json.dumps({
+            "outputs": [{"prompt": p.shown, "token_ids": o.token_ids, "text": o.text, "finish_reason": o.finish_reason}
+                        for p, o in zip(prompts, outputs)],
+            "stats": stats,
+        }))
+    else:
+        for p, o in zip(prompts, outputs):
+            shown = p.text if p.messages is None else json.dumps(p.shown)
+            print(f"### prompt: {shown}\n{o.text}\n[finish_reason={o.finish_reason}, tokens={len(o.token_ids)}]\n")
+        print(f"{n_out} tokens in {elapsed:.2f} s ({stats['tokens_per_s']} tok/s)", file=sys.stderr)
+    return 0

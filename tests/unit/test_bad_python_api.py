@@ -1,0 +1,149 @@
+"""The Python API refuses what it would otherwise convert or ignore (issue 8, R-B5, R-I1).
+
+`LLM(...)` / `LLMEngine(...)`: a wrong keyword, type or value is a ConfigError naming it, raised
+before any weights load. `LLM.generate(...)`: prompts are text or token ids (a list of int) and
+nothing else -- bytes, floats, bools, None are refused, not turned into ids -- and every request
+is checked before any is queued.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from adaspec.config import ConfigError, EngineConfig
+from adaspec.errors import RequestError, UserError
+from adaspec.sampling_params import SamplingParams
+from refusal import no_model_load, raises_user_error
+
+GREEDY = SamplingParams(temperature=0, max_tokens=3)
+
+
+@pytest.fixture(scope="module")
+def llm(tiny_llama_dir):
+    from adaspec import LLM
+
+    return LLM(str(tiny_llama_dir), max_model_len=64)
+
+
+CONFIG_CASES = [  # LLM keyword arguments -> the param the error must name
+    (dict(max_seqs=4), "max_seqs", "did you mean max_seqs_per_batch"),
+    (dict(temperature=0.5), "temperature", "SamplingParams"),
+    (dict(max_seqs_per_batch="4"), "--max_seqs_per_batch", "expected an integer"),
+    (dict(max_seqs_per_batch=4.0), "--max_seqs_per_batch", "expected an integer"),
+    (dict(threads=True), "--threads", "expected an integer"),
+    (dict(enable_graph="yes"), "--enable_graph", "true or false"),
+    (dict(draft_model=123, speculative_algorithm="MTP"), "--draft_model", "expected a path"),
+    (dict(graph_decode_batch_sizes="1,2"), "--graph_decode_batch_sizes", "list of integers"),
+    (dict(graph_decode_batch_sizes=[1, 2.5]), "--graph_decode_batch_sizes", "list of integers"),
+    (dict(dtype=None), "--dtype", "expected a string"),
+    (dict(max_model_len=-3), "--max_model_len", ">= 2"),
+    (dict(seed=2**70), "--seed", "2**64-1"),
+    (dict(device="cuda:x"), "--device", "cuda:N"),
+    (dict(adaptive_target_verify_cost_table_output=""), "--adaptive_target_verify_cost_table_output", "empty"),
+]
+
+
+@pytest.mark.parametrize("kwargs, param, text", CONFIG_CASES, ids=[c[1] for c in CONFIG_CASES])
+def test_bad_llm_arguments_refused_before_loading(kwargs, param, text, tiny_llama_dir, monkeypatch):
+    from adaspec import LLM
+
+    no_model_load(monkeypatch)
+    raises_user_error(lambda: LLM(str(tiny_llama_dir), **kwargs), ConfigError, param, contains=[text])
+
+
+def test_model_argument_of_the_wrong_type(monkeypatch):
+    from adaspec import LLM
+
+    no_model_load(monkeypatch)
+    raises_user_error(lambda: LLM(model=123), ConfigError, "--model", contains=["expected a path"])
+
+
+def test_llmengine_runs_the_same_checks(tiny_llama_dir, tmp_path, monkeypatch):
+    from adaspec.engine.llm_engine import LLMEngine
+
+    no_model_load(monkeypatch)
+    out = tmp_path / "t.json"
+    out.write_text("keep")
+    cfg = EngineConfig(model=str(tiny_llama_dir), speculative_algorithm="DSpark", num_speculative_tokens=5,
+                       enable_adaptive_target_verify=True, adaptive_target_verify_cost_table_output=str(out))
+    raises_user_error(lambda: LLMEngine(cfg), UserError, "--adaptive_target_verify_cost_table_output",
+                      contains=["already exists"])
+    assert out.read_text() == "keep"
+
+
+def test_path_objects_are_accepted(tiny_llama_dir, monkeypatch):
+    """os.PathLike is a path (normalised to str), not a type error."""
+    cfg = EngineConfig(model=tiny_llama_dir).validate()
+    assert cfg.model == str(tiny_llama_dir)
+
+
+PROMPT_CASES = [  # (prompts, generate kwargs, exception, param, text)
+    (b"Hi", {}, RequestError, "prompt", "bytes"),
+    ([b"Hi"], {}, RequestError, "prompt", "bytes"),
+    ([1.5, 2.0], {}, RequestError, "prompt", "float"),
+    ([[72, 105.0]], {}, RequestError, "prompt", "integers"),
+    (True, {}, RequestError, "prompt", "bool"),
+    ([True, False], {}, RequestError, "prompt", "bool"),
+    ([[1, True]], {}, RequestError, "prompt", "integers"),
+    (None, {}, RequestError, "prompt", "NoneType"),
+    ({"prompt": "hi"}, {}, RequestError, "prompt", "dict"),
+    ([[]], {}, RequestError, "prompt", "empty"),
+    ("", {}, RequestError, "prompt", "empty"),
+    ([[1, 500]], {}, RequestError, "prompt", "outside the vocabulary"),
+    ([1, 2, 3], {"chat": True}, RequestError, "chat", "text prompts"),
+    ("hi", {"chat": "yes"}, RequestError, "chat", "True or False"),
+    ("hi", {"params": {"temperature": 0}}, RequestError, "params", "SamplingParams"),
+    (["a", "b", "c"], {"params": [GREEDY, GREEDY]}, RequestError, "params", "2 SamplingParams for 3"),
+    ("hi", {"params": SamplingParams(stop_token_ids=[5000])}, RequestError, "stop_token_ids", "vocabulary"),
+    ("hi", {"params": SamplingParams(logprobs=3)}, RequestError, "logprobs", "not supported"),
+    ("x" * 100, {}, RequestError, "prompt", "context limit 64"),
+]
+
+
+@pytest.mark.parametrize("prompts, kwargs, exc, param, text", PROMPT_CASES,
+                         ids=[f"{c[3]}-{c[4]}" for c in PROMPT_CASES])
+def test_bad_generate_inputs_queue_nothing(llm, prompts, kwargs, exc, param, text):
+    kwargs = {"params": GREEDY, **kwargs}
+    raises_user_error(lambda: llm.generate(prompts, **kwargs), exc, param, contains=[text])
+    assert not llm.engine.has_unfinished()  # refused before execution: nothing was queued
+
+
+def test_valid_prompt_forms_still_work(llm):
+    """Text, one token-id list, and a list of either (numpy ints are ints)."""
+    import numpy as np
+
+    assert len(llm.generate("hi", GREEDY)) == 1
+    assert len(llm.generate([1, 72, 105], GREEDY)) == 1
+    assert len(llm.generate([[1, 72], "hi", [np.int64(1), np.int64(80)]], GREEDY)) == 3
+    assert llm.generate([], GREEDY) == []
+
+
+def test_engine_request_fields(llm):
+    raises_user_error(lambda: llm.engine.add_request("hi", GREEDY, request_id=5), RequestError, "request_id")
+
+
+SAMPLING_CASES = [  # field, value, text: SamplingParams refuses instead of converting
+    ("temperature", True, "a number"), ("top_k", False, "an integer"), ("max_tokens", "8", "an integer"),
+    ("seed", True, "an integer"), ("top_p", float("nan"), "finite"), ("stop", [""], "empty"),
+    ("stop_token_ids", [True], "integers"), ("presence_penalty", float("inf"), "finite"),
+]
+
+
+@pytest.mark.parametrize("field, value, text", SAMPLING_CASES, ids=[c[0] for c in SAMPLING_CASES])
+def test_sampling_params_refuse_conversions(field, value, text):
+    from pydantic import ValidationError
+
+    from adaspec.sampling_params import params_error
+
+    with pytest.raises(ValidationError) as e:
+        SamplingParams(**{field: value})
+    err = params_error(e.value)
+    assert isinstance(err, RequestError) and err.param == field
+    assert field in str(err) and text in str(err) and not str(err).startswith("Value error")
+
+
+def test_python_api_warns_about_flags_without_effect(tiny_llama_dir):
+    from adaspec import LLM
+
+    with pytest.warns(UserWarning, match="--enable_graph=false has no effect"):
+        LLM(str(tiny_llama_dir), enable_graph=False)

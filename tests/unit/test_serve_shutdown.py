@@ -1,0 +1,86 @@
+"""`adaspec serve` as a process on the tiny model: SIGTERM during load exits 0 (issue 9).
+
+After the signal the server accepts nothing new, lets the in-flight streams finish (within
+--shutdown_timeout), and exits with status 0; none of the in-flight requests gets a 5xx.
+Also: a start-up refusal is one line with exit status 2, before the port is bound.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+
+import httpx
+
+from serve_process import start_server
+
+
+async def _stream(c: httpx.AsyncClient, url: str) -> tuple[int, str | None]:
+    body = {"prompt": "abc", "max_tokens": 40, "ignore_eos": True, "stream": True, "temperature": 0.8}
+    reason = None
+    async with c.stream("POST", url + "/v1/completions", json=body) as r:
+        async for line in r.aiter_lines():
+            if line.startswith("data: {"):
+                obj = json.loads(line[6:])
+                reason = obj["choices"][0]["finish_reason"] or reason
+        return r.status_code, reason
+
+
+def test_sigterm_during_load_finishes_in_flight_requests_and_exits_0(tiny_llama_dir):
+    proc, url = start_server([f"--model={tiny_llama_dir}", "--max_seqs_per_batch=4", "--max_model_len=128",
+                              "--shutdown_timeout=60"])
+    try:
+        async def load():
+            async with httpx.AsyncClient(timeout=120) as c:
+                tasks = [asyncio.create_task(_stream(c, url)) for _ in range(8)]
+                while int(_metric(url, "num_requests_running")) < 1:  # load is running
+                    await asyncio.sleep(0.02)
+                proc.send_signal(signal.SIGTERM)
+                return await asyncio.wait_for(asyncio.gather(*tasks), 120)
+
+        results = asyncio.run(load())
+        assert proc.wait(90) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    err = proc.stderr.read()
+    assert "SIGTERM: no new requests" in err and "stopped" in err and "Traceback" not in err
+    assert all(status == 200 and reason == "length" for status, reason in results), results
+
+
+def _metric(url: str, name: str) -> float:
+    for line in httpx.get(url + "/metrics", timeout=10).text.splitlines():
+        if line.startswith(f"adaspec:{name} "):
+            return float(line.split()[-1])
+    raise KeyError(name)
+
+
+def test_serve_refusals_are_one_line_with_exit_2(tiny_llama_dir):
+    import subprocess
+
+    for flags, needle in ([["--max_seqs_per_batch=0"], "--max_seqs_per_batch"], [["--port=70000"], "--port"],
+                          [["--dp_size=2"], "--dp_size"], [["--metrics_namespace=1x"], "--metrics_namespace"]):
+        r = subprocess.run([sys.executable, "-m", "adaspec.cli", "serve", f"--model={tiny_llama_dir}", *flags],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr, r.stderr
+        assert "listening on" not in r.stderr  # refused before the port is bound
+
+
+def test_serve_without_the_server_extra_says_what_to_install(monkeypatch, capsys):
+    import builtins
+
+    from adaspec.cli import main
+
+    real = builtins.__import__
+
+    def no_fastapi(name, *a, **k):
+        if name.split(".")[0] == "fastapi":
+            raise ImportError("No module named 'fastapi'")
+        return real(name, *a, **k)
+
+    monkeypatch.setattr(builtins, "__import__", no_fastapi)
+    assert main(["serve"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "pip install 'adaspec[server]'" in err and "fastapi" in err
