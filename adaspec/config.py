@@ -54,18 +54,19 @@ def renamed_switch_message(old: str) -> str:
 
 def check_linear_backend(backend: str, dtype: str, device_type: str) -> None:
     """--linear_backend against the resolved --dtype and --device (ConfigError naming the flag)."""
+    flag = "--linear_backend"
     if backend not in LINEAR_BACKENDS:
-        raise ConfigError(f"--linear_backend={backend}: allowed values are {', '.join(LINEAR_BACKENDS)}", param="--linear_backend")
+        raise ConfigError(f"{flag}={backend}: allowed values are {', '.join(LINEAR_BACKENDS)}", param=flag)
     native = NATIVE_LINEAR_BACKEND.get(dtype)
     if backend in ("auto", native):
         return
+    alternatives = "auto" + (f" or {native}" if native in LINEAR_BACKENDS else "")
     if device_type != "cpu":
-        raise ConfigError(f"--linear_backend={backend} is a CPU kernel; with --device={device_type} the linear layers "
-                          f"run in the dtype's own kernels: use --linear_backend=auto"
-                          + (f" or {native}" if native in LINEAR_BACKENDS else ""), param="--linear_backend")
+        raise ConfigError(f"{flag}={backend} is a CPU kernel; with --device={device_type} the linear layers run in the "
+                          f"dtype's own kernels: use {flag}={alternatives}", param=flag)
     if dtype != "float32":
-        raise ConfigError(f"--linear_backend={backend} needs --dtype=float32 (float32 activations); with "
-                          f"--dtype={dtype} use --linear_backend=auto" + (f" or {native}" if native in LINEAR_BACKENDS else ""), param="--linear_backend")
+        raise ConfigError(f"{flag}={backend} needs --dtype=float32 (float32 activations); with --dtype={dtype} use "
+                          f"{flag}={alternatives}", param=flag)
 
 
 @dataclass(frozen=True)

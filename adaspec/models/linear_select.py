@@ -183,7 +183,8 @@ def select_backend(requested: str, model: nn.Module, verify_rows: int = 4) -> tu
         return _auto(model, rows)
     why = unavailable_reason(requested)
     if why:
-        raise ConfigError(f"--linear_backend={requested} cannot run here: {why}; use --linear_backend=auto or fp32", param="linear_backend")
+        raise ConfigError(f"--linear_backend={requested} cannot run here: {why}; use --linear_backend=auto or fp32",
+                          param="--linear_backend")
     choice = BackendChoice(requested, requested, implementation(requested), "as requested")
     return choice, {}
 
