@@ -15,13 +15,32 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from .errors import RequestError
 
+MAX_SEED = 2**64 - 1  # as --seed (config.MAX_SEED): torch.Generator.manual_seed's range
 MAX_TOP_K = 2**31 - 1  # larger values mean "off" anyway; the sampler keeps top_k in int64 tensors
 _INT_FIELDS = ("top_k", "max_tokens", "seed", "min_tokens", "logprobs")
 _FLOAT_FIELDS = ("temperature", "top_p", "min_p", "presence_penalty", "frequency_penalty", "repetition_penalty")
 
 
+class SamplingParamsError(RequestError):
+    """A SamplingParams field is wrong: one line naming the field (`param`); the pydantic error is
+    kept as `validation_error` so a caller can name the field its own way (`--max_tokens`)."""
+
+    def __init__(self, message: str, *, param: str | None = None, validation_error: ValidationError | None = None):
+        super().__init__(message, param=param)
+        self.validation_error = validation_error
+
+
 class SamplingParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+    def __init__(self, **data: Any):
+        """Raises SamplingParamsError (a RequestError, so a UserError) instead of pydantic's
+        multi-line ValidationError (issue 8: one line naming the field)."""
+        try:
+            super().__init__(**data)
+        except ValidationError as e:
+            err = params_error(e)
+            raise SamplingParamsError(str(err), param=err.param, validation_error=e) from None
 
     # --- supported (R-I1) ---
     temperature: float = 1.0  # >= 0; 0 = greedy
@@ -51,7 +70,7 @@ class SamplingParams(BaseModel):
     @classmethod
     def _numbers_only(cls, v: Any, info) -> Any:
         """`true`, `"0.5"` and NaN/inf are not numbers here (pydantic's lax mode would convert them)."""
-        if isinstance(v, (bool, str, bytes)):
+        if isinstance(v, (bool, str, bytes)) or (isinstance(v, float) and info.field_name in _INT_FIELDS):
             kind = "an integer" if info.field_name in _INT_FIELDS else "a number"
             raise ValueError(f"{info.field_name} must be {kind}, got {v!r}")
         if isinstance(v, float) and v != v or v in (float("inf"), float("-inf")):
@@ -95,6 +114,20 @@ class SamplingParams(BaseModel):
             raise ValueError(f"max_tokens must be >= 1, got {v}")
         return v
 
+    @field_validator("ignore_eos", mode="before")
+    @classmethod
+    def _strict_bool(cls, v: Any, info) -> Any:
+        if not isinstance(v, bool):  # "yes" or 1 would be converted by pydantic's lax mode
+            raise ValueError(f"{info.field_name} must be true or false, got {v!r}")
+        return v
+
+    @field_validator("seed")
+    @classmethod
+    def _seed(cls, v: int | None) -> int | None:
+        if v is not None and not 0 <= v <= MAX_SEED:  # seeds are 64-bit: others would alias (2**64 + 1 == 1)
+            raise ValueError(f"seed must be between 0 and 2**64-1, got {v}")
+        return v
+
     @field_validator("stop", mode="before")
     @classmethod
     def _stop(cls, v: Any) -> Any:
@@ -108,6 +141,11 @@ class SamplingParams(BaseModel):
         if any(s == "" for s in v):
             raise ValueError("stop strings must not be empty (an empty string would end every output at once); "
                              "remove the empty one")
+        for s in v:
+            try:
+                s.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ValueError(f"stop strings must be valid Unicode text; {s!r} holds a lone surrogate") from None
         return v
 
     @field_validator("stop_token_ids", mode="before")

@@ -16,20 +16,18 @@ from ..errors import RequestError, UserError
 from ..models.tokenizer import NoChatTemplateError
 from ..preflight import preflight
 from ..preflight.requests import check_prompt
-from ..sampling_params import SamplingParams, params_error
+from ..sampling_params import SamplingParams, SamplingParamsError, params_error
 from .prompts import prompt_ids, read_prompts
 
 SAMPLING_FLAGS = {f: f"--{f}" for f in ("temperature", "top_k", "top_p", "min_p", "max_tokens", "stop")}
 
 
 def sampling_params(args) -> SamplingParams:
-    from pydantic import ValidationError
-
     try:
         return SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature, top_k=args.top_k,
                               top_p=args.top_p, min_p=args.min_p, stop=args.stop)
-    except ValidationError as e:
-        raise params_error(e, SAMPLING_FLAGS) from None
+    except SamplingParamsError as e:
+        raise params_error(e.validation_error, SAMPLING_FLAGS) from None
 
 
 def sampling_warnings(params: SamplingParams) -> list[str]:

@@ -12,7 +12,7 @@ from typing import Sequence
 from ..config import ConfigError, EngineConfig
 from ..errors import RequestError
 from ..preflight import Checked
-from ..preflight.requests import check_params, normalise_prompts
+from ..preflight.requests import check_params, check_text, normalise_prompts
 from ..sampling_params import SamplingParams
 from .llm_engine import LLMEngine, RequestOutput
 from .request import Request
@@ -60,6 +60,7 @@ class LLM:
             if chat:
                 if prompt == "":
                     raise RequestError(f"prompts[{i}]: empty prompt; send some text", param="prompt")
+                check_text(prompt, f"prompts[{i}]")
                 requests.append(self.engine.make_request(self.tokenizer.chat_prompt_ids(prompt), p, prompt_text=prompt,
                                                          template_tokens=len(self.tokenizer.encode(prompt))))
             else:

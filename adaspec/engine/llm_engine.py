@@ -24,7 +24,7 @@ from ..config import ConfigError, EngineConfig
 from ..errors import RequestError  # noqa: F401 - re-exported: the engine's request refusals
 from ..metrics.spec_stats import SpecStats
 from ..preflight import Checked, preflight, resolve_dtype  # noqa: F401 - resolve_dtype re-exported
-from ..preflight.requests import check_params, check_prompt, check_stop_ids, token_ids
+from ..preflight.requests import check_params, check_prompt, check_stop_ids, check_text, token_ids
 from ..rounds import RoundPlan
 from ..sampling_params import SamplingParams
 from .request import Request
@@ -196,6 +196,7 @@ class LLMEngine:
         if isinstance(prompt, str):
             if prompt == "":
                 raise RequestError("prompt: empty prompt; send some text", param="prompt")
+            check_text(prompt)
             text, ids = prompt, self.tokenizer.encode(prompt)
         else:
             text, ids = prompt_text, token_ids(prompt)

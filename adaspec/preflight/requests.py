@@ -15,6 +15,16 @@ from ..errors import RequestError
 from ..sampling_params import SamplingParams
 
 
+def check_text(text: str, what: str = "prompt", param: str = "prompt") -> None:
+    """Text must be valid Unicode that UTF-8 can encode: a lone surrogate (JSON's "\\ud800", or a
+    str built from broken bytes) cannot be tokenised and would fail deep inside the tokenizer."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise RequestError(f"{what}: character {e.start} is a lone surrogate (U+{ord(text[e.start]):04X}), which is not "
+                           "valid Unicode text; send UTF-8 text (pair the surrogates or remove it)", param=param) from None
+
+
 def check_params(params: Any) -> SamplingParams:
     if params is None:
         return SamplingParams()

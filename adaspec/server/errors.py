@@ -53,10 +53,13 @@ def validation_message(errors: list[dict[str, Any]]) -> tuple[str, str | None]:
     kind, msg = err.get("type", ""), err.get("msg", "invalid value")
     if kind == "extra_forbidden":
         return f"{param}: unknown field, not supported by adaspec; remove it", param
+    if kind == "missing" and param is None:
+        return "the request body is empty; send a JSON object (Content-Type: application/json)", None
     if kind == "missing":
         return f"{param}: field required", param
-    if kind in ("model_type", "dict_type") and param is None:
-        return "the request body must be a JSON object", None
+    if kind in ("model_type", "dict_type", "model_attributes_type") and param is None:
+        return ("the request body must be a JSON object (Content-Type: application/json), got "
+                f"{type(err.get('input')).__name__}"), None
     msg = msg.removeprefix("Value error, ")
     where = param or "request"
     return (msg if msg.startswith(where) else f"{where}: {msg}"), param

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..errors import RequestError
 from ..sampling_params import SamplingParams
@@ -18,10 +18,44 @@ from ..sampling_params import SamplingParams
 StopField = Union[str, list[str], None]
 
 
+INT_FIELDS = ("max_tokens", "top_k", "n", "seed", "min_tokens")
+FLOAT_FIELDS = ("temperature", "top_p", "min_p", "presence_penalty", "frequency_penalty", "repetition_penalty")
+BOOL_FIELDS = ("stream", "ignore_eos")
+
+
+def _strict_int(v: Any, info) -> Any:
+    """JSON `true`, `"5"` and `2.0` are not integers here (pydantic's lax mode would convert them)."""
+    if v is not None and (isinstance(v, (bool, str)) or isinstance(v, float)):
+        raise ValueError(f"{info.field_name} must be an integer, got {v!r}")
+    return v
+
+
+def _strict_float(v: Any, info) -> Any:
+    if v is not None and isinstance(v, (bool, str)):
+        raise ValueError(f"{info.field_name} must be a number, got {v!r}")
+    return v
+
+
+def _strict_bool(v: Any, info) -> Any:
+    if v is not None and not isinstance(v, bool):
+        raise ValueError(f"{info.field_name} must be true or false, got {v!r}")
+    return v
+
+
 class StreamOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
     include_usage: bool = False
-    continuous_usage_stats: bool = False
+    continuous_usage_stats: bool = Field(False, description="not supported (refused when true)")
+
+    _bools = field_validator("include_usage", "continuous_usage_stats", mode="before")(_strict_bool)
+
+    @field_validator("continuous_usage_stats")
+    @classmethod
+    def _no_continuous(cls, v: bool) -> bool:
+        if v:
+            raise ValueError("continuous_usage_stats is not supported by adaspec (usage comes in the last chunk "
+                             "with include_usage); remove it")
+        return v
 
 
 class _Common(BaseModel):
@@ -52,6 +86,10 @@ class _Common(BaseModel):
     guided_regex: str | None = None
     guided_grammar: str | None = None
     user: str | None = None
+
+    _ints = field_validator(*INT_FIELDS, mode="before")(_strict_int)
+    _floats = field_validator(*FLOAT_FIELDS, mode="before")(_strict_float)
+    _bools = field_validator(*BOOL_FIELDS, mode="before")(_strict_bool)
 
     def sampling_params(self, default_max_tokens: int) -> SamplingParams:
         """SamplingParams for the engine; range errors surface as pydantic ValidationError."""
@@ -90,6 +128,22 @@ class CompletionRequest(_Common):
     best_of: int | None = None
     logprobs: int | None = None
 
+    _c_ints = field_validator("best_of", "logprobs", mode="before")(_strict_int)
+    _c_bools = field_validator("echo", mode="before")(_strict_bool)
+
+    @field_validator("prompt", mode="before")
+    @classmethod
+    def _no_bool_ids(cls, v: Any) -> Any:
+        """`[true, 5]` is not a list of token ids (pydantic would read true as 1)."""
+        items = v if isinstance(v, list) else []
+        flat = [t for x in items for t in (x if isinstance(x, list) else [x])]
+        bad = next((t for t in flat if isinstance(t, (bool, float))), None)
+        if bad is not None:
+            raise ValueError(f"prompt: token ids must be integers, got {bad!r}; send text or a list of int")
+        if any(isinstance(t, int) for t in flat) and any(not isinstance(t, int) for t in flat):
+            raise ValueError("prompt: a list mixes token ids and other values; send text or a list of int")
+        return v
+
     def unsupported(self) -> None:
         super().unsupported()
         if self.echo:
@@ -122,15 +176,22 @@ class ChatMessage(BaseModel):
     name: str | None = None
 
     def text(self, i: int) -> str:
+        from ..preflight.requests import check_text
+
+        if self.name is not None:
+            raise RequestError(f"messages[{i}].name is not supported by adaspec (the chat template has no place for "
+                               "names); remove it", param=f"messages[{i}].name")
         if self.content is None:
             return ""
         if isinstance(self.content, str):
+            check_text(self.content, f"messages[{i}].content", f"messages[{i}].content")
             return self.content
         parts = []
         for j, part in enumerate(self.content):
             if part.get("type") != "text" or not isinstance(part.get("text"), str):
                 raise RequestError(f"messages[{i}].content[{j}]: only text parts ({{'type': 'text', 'text': ...}}) "
                                    "are supported", param=f"messages[{i}].content")
+            check_text(part["text"], f"messages[{i}].content[{j}].text", f"messages[{i}].content")
             parts.append(part["text"])
         return "".join(parts)
 
@@ -144,6 +205,9 @@ class ChatCompletionRequest(_Common):
     tool_choice: Union[str, dict[str, Any], None] = None
     parallel_tool_calls: bool | None = None
     add_generation_prompt: bool | None = True
+
+    _ch_ints = field_validator("max_completion_tokens", "top_logprobs", mode="before")(_strict_int)
+    _ch_bools = field_validator("logprobs", "add_generation_prompt", "parallel_tool_calls", mode="before")(_strict_bool)
 
     def unsupported(self) -> None:
         super().unsupported()

@@ -58,6 +58,7 @@ class Serving:
             if chat and e.param == "prompt":
                 raise RequestError(str(e).replace("prompt:", "messages:", 1), param="messages") from None
             raise
+        _fit_max_tokens(req, body.max_tokens is not None, eng.max_model_len, "messages" if chat else "prompt")
         try:
             outputs = self.engine.generate(req)
         except QueueFull as e:
@@ -121,6 +122,19 @@ class Serving:
         except RoundError as e:
             return error_response(500, str(e))
         return JSONResponse(shapes.full(out))
+
+
+def _fit_max_tokens(req, explicit: bool, max_model_len: int, what: str) -> None:
+    """A requested max_tokens that cannot fit after the prompt is a 400 (as vLLM answers), not a
+    silent cut; the completions default (16) is lowered to what fits."""
+    room = max_model_len - len(req.prompt_token_ids)
+    if req.params.max_tokens <= room:
+        return
+    if explicit:
+        raise RequestError(f"max_tokens={req.params.max_tokens}: the {what} has {len(req.prompt_token_ids)} tokens, so "
+                           f"at most {room} new tokens fit the context limit {max_model_len} (--max_model_len); lower "
+                           f"max_tokens to at most {room} or shorten the {what}", param="max_tokens")
+    req.params = req.params.model_copy(update={"max_tokens": room})
 
 
 class _ModelNotFound(Exception):

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from pydantic import ValidationError
-
-from adaspec.sampling_params import SamplingParams
+from adaspec.errors import RequestError
+from adaspec.sampling_params import SamplingParams, SamplingParamsError
 
 
 def test_defaults_and_stop_forms():
@@ -50,9 +49,9 @@ def test_is_greedy():
 )
 def test_validation_error_names_field_and_range(field, value, allowed):
     """R-I1: an out-of-range value is an error naming the field and the allowed range."""
-    with pytest.raises(ValidationError) as e:
+    with pytest.raises(SamplingParamsError) as e:
         SamplingParams(**{field: value})
-    (err,) = e.value.errors()
+    (err,) = e.value.validation_error.errors()
     assert err["loc"] == (field,)
     assert field in err["msg"] and allowed in err["msg"]
 
@@ -60,17 +59,25 @@ def test_validation_error_names_field_and_range(field, value, allowed):
 @pytest.mark.parametrize("field, value", [("top_k", 1.5), ("max_tokens", "many"), ("stop", 3)])
 def test_type_errors_name_field(field, value):
     """R-I1: a wrongly typed value is an error located at the field."""
-    with pytest.raises(ValidationError) as e:
+    with pytest.raises(SamplingParamsError) as e:
         SamplingParams(**{field: value})
-    assert e.value.errors()[0]["loc"][0] == field
-    assert field in str(e.value)
+    assert e.value.validation_error.errors()[0]["loc"][0] == field
+    assert field in str(e.value) and e.value.param == field
+
+
+def test_errors_are_one_line_request_errors():
+    """Issue 8: the Python API raises a UserError (RequestError) naming the field, in one line, not
+    pydantic's multi-line ValidationError with its "Value error," prefix."""
+    with pytest.raises(RequestError) as e:
+        SamplingParams(top_p=2)
+    assert e.value.param == "top_p" and "\n" not in str(e.value) and not str(e.value).startswith("Value error")
 
 
 def test_unknown_field_is_an_error_naming_it():
     """R-B5: unknown fields are not silently ignored."""
-    with pytest.raises(ValidationError) as e:
+    with pytest.raises(SamplingParamsError) as e:
         SamplingParams(best_of=2)
-    (err,) = e.value.errors()
+    (err,) = e.value.validation_error.errors()
     assert err["loc"] == ("best_of",) and err["type"] == "extra_forbidden"
     assert "best_of" in str(e.value)
 

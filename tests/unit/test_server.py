@@ -45,8 +45,10 @@ def offline(tiny_llama_dir):
     return LLM(str(tiny_llama_dir), **CFG)
 
 
-def _post(url, path, body, timeout=60, **kw):
-    return httpx.post(url + path, json=body, timeout=timeout, **kw)
+def _post(url, path, body, timeout=60, headers=None, **kw):
+    # json.dumps escapes non-ASCII (httpx's json= would fail on a lone surrogate before sending it)
+    return httpx.post(url + path, content=json.dumps(body), timeout=timeout,
+                      headers={"content-type": "application/json", **(headers or {})}, **kw)
 
 
 def _stream_text(url, path, body) -> tuple[str, list[dict]]:
@@ -111,6 +113,15 @@ REFUSALS = [  # (body change, param) -- R-B5, R-I1 ranges, OpenAI features adasp
     ({"prompt": "x" * 100}, "prompt"), ({"prompt": ["a", "b"]}, "prompt"), ({"echo": True}, "echo"),
     ({"best_of": 3}, "best_of"), ({"temperature": "hot"}, "temperature"), ({"frobnicate": 1}, "frobnicate"),
     ({"stream_options": {"include_usage": True}}, "stream_options"), ({"prompt": [100000]}, "prompt"),
+    # audit (issue 8/9): values pydantic's lax mode converted, aliased seeds, text that cannot be tokenised
+    ({"max_tokens": True}, "max_tokens"), ({"max_tokens": "5"}, "max_tokens"), ({"max_tokens": 2.0}, "max_tokens"),
+    ({"max_tokens": 100}, "max_tokens"),  # more than fits after the prompt: 400, as vLLM, not a silent cut
+    ({"top_k": 1.5}, "top_k"), ({"temperature": True}, "temperature"), ({"seed": -1}, "seed"), ({"seed": 2**70}, "seed"),
+    ({"stream": "yes"}, "stream"), ({"ignore_eos": 1}, "ignore_eos"), ({"echo": "false"}, "echo"),
+    ({"prompt": [True, 5]}, "prompt"), ({"prompt": [1, "a"]}, "prompt"), ({"prompt": "\ud800"}, "prompt"),
+    ({"stop": ["\ud800"]}, "stop"),
+    ({"stream": True, "stream_options": {"continuous_usage_stats": True}}, "stream_options.continuous_usage_stats"),
+    ({"stream": True, "stream_options": {"include_usage": "maybe"}}, "stream_options.include_usage"),
 ]
 
 
@@ -126,7 +137,12 @@ def test_bad_completion_requests_get_400_naming_the_field(server, change, param)
 @pytest.mark.parametrize("change,param", [({"top_logprobs": 2}, "top_logprobs"), ({"logprobs": True}, "logprobs"),
                                           ({"tools": [{"type": "function"}]}, "tools"), ({"messages": []}, "messages"),
                                           ({"messages": [{"role": "robot", "content": "x"}]}, "messages[0].role"),
-                                          ({"messages": [{"role": "user", "content": "y" * 80}]}, "messages")])
+                                          ({"messages": [{"role": "user", "content": "y" * 80}]}, "messages"),
+                                          ({"messages": [{"role": "user", "content": "hi", "name": "bob"}]},
+                                           "messages[0].name"),  # the template has no names: not ignored
+                                          ({"messages": [{"role": "user", "content": "\udfff"}]}, "messages[0].content"),
+                                          ({"add_generation_prompt": 1}, "add_generation_prompt"),
+                                          ({"max_completion_tokens": 2.5}, "max_completion_tokens")])
 def test_bad_chat_requests_get_400_naming_the_field(server, change, param):
     url, _ = server
     r = _post(url, "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4, **change})
@@ -138,6 +154,23 @@ def test_malformed_json_is_a_400(server):
     url, _ = server
     r = httpx.post(url + "/v1/completions", content=b'{"prompt": "x",', headers={"content-type": "application/json"})
     assert r.status_code == 400 and "malformed JSON" in r.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("content, ctype, text", [(b"", "application/json", "body is empty"),
+                                                  (b"[]", "application/json", "must be a JSON object"),
+                                                  (b"null", "application/json", "must be a JSON object"),
+                                                  (b'{"prompt": "hi"}', "text/plain", "Content-Type: application/json")])
+def test_a_body_that_is_not_a_json_object_is_a_400_saying_so(server, content, ctype, text):
+    url, _ = server
+    r = httpx.post(url + "/v1/completions", content=content, headers={"content-type": ctype})
+    assert r.status_code == 400 and text in r.json()["error"]["message"], r.text
+
+
+def test_default_max_tokens_of_completions_is_lowered_to_what_fits(server):
+    """The completions default (16) is cut to the room after the prompt; an explicit value is refused above."""
+    url, _ = server
+    r = _post(url, "/v1/completions", {"prompt": "x" * 60, "ignore_eos": True})  # 61 tokens of a 64-token context
+    assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 3, r.text
 
 
 def _slow_rounds(engine, seconds: float):
