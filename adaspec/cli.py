@@ -215,6 +215,30 @@ COMMANDS = {"generate": cmd_generate, "calibrate": cmd_calibrate, "train-draft":
 _ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EPIPE, errno.EIO}
 
 
+def _subparser(parser: argparse.ArgumentParser, command: str | None) -> argparse.ArgumentParser:
+    return next((a.choices[command] for a in parser._actions
+                 if isinstance(a, argparse._SubParsersAction) and command in a.choices), parser)
+
+
+def _refuse_repeated_flags(argv: Sequence[str], parser: argparse.ArgumentParser, prog: str) -> None:
+    """A flag that takes one value, given twice with different values: argparse would silently keep
+    the last one. Repeatable flags (--prompt, --stop) are exempt."""
+    repeatable = {o for a in parser._actions if isinstance(a, argparse._AppendAction) for o in a.option_strings}
+    seen: dict[str, str] = {}
+    for i, arg in enumerate(argv):
+        if not arg.startswith("--"):
+            continue
+        flag, eq, value = arg.partition("=")
+        if not eq and i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+            value = argv[i + 1]  # `--flag value`
+        if flag in repeatable:
+            continue
+        if flag in seen and seen[flag] != value:
+            raise FlagError(f"{flag} is given twice ({flag}={seen[flag]} and {flag}={value}); give it once; see "
+                            f"`{prog} --help`", param=flag)
+        seen[flag] = value
+
+
 def _command_of(argv: Sequence[str]) -> str | None:
     return next((a for a in argv if not a.startswith("-")), None)
 
@@ -232,9 +256,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser = build_parser()
         args, extras = parser.parse_known_args(argv)
         if extras:  # the closest flag of this subcommand (another subcommand's flag would not help)
-            sub = next((a.choices[command] for a in parser._actions
-                        if isinstance(a, argparse._SubParsersAction) and command in a.choices), parser)
-            raise unknown_flags_error(extras, sub, prog)
+            raise unknown_flags_error(extras, _subparser(parser, command), prog)
+        _refuse_repeated_flags(argv, _subparser(parser, command), prog)
         args.explicit_flags = {a.split("=", 1)[0] for a in argv if a.startswith("--")}
         return COMMANDS[args.command](args)
     except SystemExit as e:  # --help, or a legacy SystemExit("message")

@@ -154,7 +154,10 @@ class EngineConfig:
             raise ConfigError(f"--num_speculative_tokens={k}: DSpark's width must be 5 or 7")
         if self.graph_decode_batch_sizes is not None:
             bad = [b for b in self.graph_decode_batch_sizes if not 1 <= b <= self.max_seqs_per_batch]
-            if bad or not self.graph_decode_batch_sizes:
+            if not self.graph_decode_batch_sizes:
+                raise ConfigError("--graph_decode_batch_sizes= is empty: list request buckets (e.g. 1,2,4), or leave "
+                                  "the flag out for the default", param="--graph_decode_batch_sizes")
+            if bad:
                 raise ConfigError(
                     f"--graph_decode_batch_sizes: {bad or 'empty'} outside 1..--max_seqs_per_batch "
                     f"({self.max_seqs_per_batch}); list request buckets between 1 and {self.max_seqs_per_batch}"

@@ -17,6 +17,7 @@ from ..errors import InputFileError, UserError
 from ..preflight.paths import read_text
 
 LABEL_KEYS = ("kind", "id")
+CHAT_ROLES = ("system", "user", "assistant", "developer")  # the server's ChatMessage roles
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,15 @@ class Prompt:
     @property
     def shown(self) -> Any:
         return self.text if self.messages is None else list(self.messages)
+
+
+def _check_text(text: str, origin: str, flag: str) -> None:
+    from ..preflight.requests import check_text
+
+    try:
+        check_text(text, origin, flag)
+    except UserError as e:  # "--prompt #1: character 0 is a lone surrogate ..." (bytes that are not UTF-8 in argv)
+        raise InputFileError(str(e), param=flag) from None
 
 
 def _ordinal(n: int) -> str:
@@ -46,11 +56,12 @@ def _messages(value: Any, origin: str) -> tuple[dict, ...]:
     for i, m in enumerate(value):
         if not isinstance(m, dict) or set(m) != {"role", "content"}:
             raise bad(f"[{i}] must be an object with exactly \"role\" and \"content\"")
-        if not isinstance(m["role"], str) or not m["role"].strip():
-            raise bad(f"[{i}].role must be a non-empty string")
+        if m["role"] not in CHAT_ROLES:
+            raise bad(f"[{i}].role must be one of {', '.join(CHAT_ROLES)} (as the server accepts), got {m['role']!r}")
         if not isinstance(m["content"], str):
             raise bad(f"[{i}].content must be a string")
-        out.append({"role": m["role"], "content": m["content"]})
+        _check_text(m["content"], f"{origin}: \"messages\"[{i}].content", "--prompts_file")
+        out.append({"role": "system" if m["role"] == "developer" else m["role"], "content": m["content"]})
     return tuple(out)
 
 
@@ -81,6 +92,10 @@ def _file_prompts(path: str, chat: bool) -> list[Prompt]:
         if ("prompt" in item) == ("messages" in item):
             raise InputFileError(f"{origin} needs exactly one of \"prompt\" (a string) and \"messages\" (a chat)",
                                  param=flag)
+        for key in LABEL_KEYS:
+            if key in item and (isinstance(item[key], bool) or not isinstance(item[key], (str, int))):
+                raise InputFileError(f"{origin}: label \"{key}\" must be a string or an integer, got "
+                                     f"{type(item[key]).__name__}", param=flag)
         if "prompt" in item:
             if not isinstance(item["prompt"], str):
                 raise InputFileError(f"{origin}: \"prompt\" must be a string, got {type(item['prompt']).__name__}",
@@ -111,6 +126,8 @@ def read_prompts(prompt_flags: list[str], prompts_file: str | None, chat: bool) 
         if p.text == "":
             raise UserError(f"{p.origin} is empty; give it some text (an empty prompt has nothing to continue)",
                             param=p.flag)
+        if p.text is not None:
+            _check_text(p.text, p.origin, p.flag)
     return out
 
 

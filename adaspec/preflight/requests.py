@@ -21,7 +21,11 @@ def check_text(text: str, what: str = "prompt", param: str = "prompt") -> None:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as e:
-        raise RequestError(f"{what}: character {e.start} is a lone surrogate (U+{ord(text[e.start]):04X}), which is not "
+        cp = ord(text[e.start])
+        if 0xDC80 <= cp <= 0xDCFF:  # a byte that was not UTF-8 (command-line arguments keep them this way)
+            raise RequestError(f"{what}: byte 0x{cp - 0xDC00:02X} at character {e.start} is not UTF-8 text; pass UTF-8 "
+                               "text", param=param) from None
+        raise RequestError(f"{what}: character {e.start} is a lone surrogate (U+{cp:04X}), which is not "
                            "valid Unicode text; send UTF-8 text (pair the surrogates or remove it)", param=param) from None
 
 

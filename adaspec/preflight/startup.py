@@ -144,6 +144,8 @@ def preflight(config: EngineConfig, *, sampling: Iterable[SamplingParams] = (), 
     from ..models.loader import bundled_gguf_path, check_model_path
 
     config = config.validate()
+    if drafter is not None:
+        _check_drafter(config, drafter)
     sampling = list(sampling)
     check_sampling(config, sampling, sampling_names)
     # ---- every file the flags name, before the model is touched (and before torch is imported)
@@ -210,6 +212,20 @@ def preflight(config: EngineConfig, *, sampling: Iterable[SamplingParams] = (), 
                                                        f"{path}" if path else None)
     return Checked(config, device, dtype, model_dir, model_cfg, tokenizer, max_model_len, cache_len, draft_dir,
                    fingerprint, quant, effective, tuple(no_effect_warnings(config, sampling)))
+
+
+def _check_drafter(config: EngineConfig, drafter) -> None:
+    """A drafter object (Python API) is used only under speculation, instead of a draft directory."""
+    missing = [n for n in ("draft", "allocate", "max_steps") if not hasattr(drafter, n)]
+    if missing:
+        raise ConfigError(f"drafter: a {type(drafter).__name__} is not a drafter (it lacks {', '.join(missing)}; see "
+                          "adaspec.drafts.base.Drafter)", param="drafter")
+    if not config.speculative:
+        raise ConfigError("drafter is given but speculative_algorithm is 'none', so it would never run; pass "
+                          "speculative_algorithm='MTP' or 'DSpark', or drop drafter", param="drafter")
+    if config.draft_model is not None:
+        raise ConfigError(f"drafter and draft_model={config.draft_model!r} are both given; pass only one",
+                          param="drafter")
 
 
 def _model(config: EngineConfig, progress: bool):

@@ -8,6 +8,7 @@ import json
 import sys
 import time
 
+from ..flags import finite_float, parse_bool, positive_float
 from .bench_client import BenchError
 
 PROMPT_SETS = ("code", "chat", "prose", "copy")
@@ -37,24 +38,24 @@ def add_bench_flags(p: argparse.ArgumentParser) -> None:
                         "(default 32)")
     p.add_argument("--concurrency", type=_levels, default=[8], metavar="C1,C2,...",
                    help="maximum requests in flight; several levels run one after another (default 8)")
-    p.add_argument("--request_rate", type=float, default=float("inf"),
+    p.add_argument("--request_rate", type=float, default=float("inf"),  # inf is meaningful here; NaN refused below
                    help="Poisson arrivals per second (default inf: all at once, limited by --concurrency)")
     p.add_argument("--max_tokens", type=int, default=256, help="output tokens per request (default 256)")
-    p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (default 0 = greedy)")
-    p.add_argument("--ignore_eos", default=False, type=lambda v: v.lower() in ("1", "true", "yes"), nargs="?",
+    p.add_argument("--temperature", type=finite_float, default=0.0, help="sampling temperature (default 0 = greedy)")
+    p.add_argument("--ignore_eos", default=False, type=parse_bool, nargs="?",
                    const=True, metavar="true|false",
                    help="ask the server to ignore end-of-sequence, so every request runs --max_tokens (default false)")
     p.add_argument("--num_warmups", type=int, default=2, help="requests sent before the first level, not counted "
                    "(default 2)")
     p.add_argument("--seed", type=int, default=0, help="seed of prompt order and Poisson arrivals (default 0)")
-    p.add_argument("--timeout", type=float, default=1800.0, help="seconds per request before it counts as failed")
+    p.add_argument("--timeout", type=positive_float, default=1800.0, help="seconds per request before it counts as failed")
     p.add_argument("--metrics_url", default=None, help="Prometheus endpoint to scrape (default BASE_URL/metrics)")
     p.add_argument("--label", default="", help="name of this run in the table, JSON and plot")
     p.add_argument("--json_out", default=None, metavar="FILE",
                    help="write the results (vllm-bench-serve key names) here; appends to a list if it exists")
     p.add_argument("--plot", default=None, metavar="FILE.png", help="PNG of tok/s, TPOT and TTFT vs concurrency "
                    "for every run in --json_out (needs matplotlib)")
-    p.add_argument("--progress", default=True, type=lambda v: v.lower() in ("1", "true", "yes"), nargs="?",
+    p.add_argument("--progress", default=True, type=parse_bool, nargs="?",
                    const=True, metavar="true|false", help="progress bar on stderr (default true)")
 
 
@@ -73,6 +74,18 @@ def _check(args) -> list[str]:
         raise BenchError(f"--num_warmups={args.num_warmups}: must be >= 0", param="--num_warmups")
     if not args.request_rate > 0:
         raise BenchError(f"--request_rate={args.request_rate}: must be > 0 (inf = all at once)", param="--request_rate")
+    if args.temperature < 0:
+        raise BenchError(f"--temperature={args.temperature}: must be >= 0 (0 = greedy)", param="--temperature")
+    for flag in ("model", "api_key", "metrics_url"):
+        value = getattr(args, flag)
+        if value is not None and not value.strip():
+            raise BenchError(f"--{flag}: empty; give a value or drop the flag", param=f"--{flag}")
+    for flag in ("base_url", "metrics_url"):
+        value = getattr(args, flag)
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise BenchError(f"--{flag}={value}: not an http:// or https:// URL (e.g. http://127.0.0.1:8000)",
+                             param=f"--{flag}")
+    _check_outputs(args)
     if args.plot:
         try:
             import matplotlib  # noqa: F401
@@ -84,6 +97,51 @@ def _check(args) -> list[str]:
         except ImportError:
             raise BenchError(f"adaspec bench-serve needs {mod}: pip install 'adaspec[server]'") from None
     return sets
+
+
+def _check_outputs(args) -> None:
+    """--json_out and --plot before any request is sent: a results file is appended to, so it must
+    hold earlier results; the directories must exist (a finished run is never lost at the end)."""
+    from pathlib import Path
+
+    from ..outputs import check_new_file
+
+    if args.json_out is not None:
+        out = Path(args.json_out).expanduser()
+        if not args.json_out.strip():
+            raise BenchError("--json_out: empty; give a file name or drop the flag", param="--json_out")
+        if out.is_dir():
+            raise BenchError(f"--json_out={args.json_out} is a directory; name a .json file", param="--json_out")
+        if out.exists():
+            previous_runs(args.json_out)
+        else:
+            check_new_file(args.json_out, "--json_out", "results file", BenchError)
+    if args.plot is not None:
+        if not args.plot.strip() or not args.plot.lower().endswith(".png"):
+            raise BenchError(f"--plot={args.plot}: the plot is a PNG; give the file a .png name", param="--plot")
+        plot = Path(args.plot).expanduser()
+        if plot.is_dir():
+            raise BenchError(f"--plot={args.plot} is a directory; name a .png file", param="--plot")
+        if not plot.exists():
+            check_new_file(args.plot, "--plot", "plot", BenchError)
+
+
+def previous_runs(path: str) -> list:
+    """The results already in --json_out (a list of runs, or one run)."""
+    from ..preflight.paths import read_json
+
+    try:
+        old = read_json(path, "--json_out", "results file")
+    except BenchError:
+        raise
+    except Exception as e:  # noqa: BLE001 - InputFileError: say it is our results file that is wrong
+        raise BenchError(f"{e}; --json_out appends to earlier bench-serve results, so pass a new file or one "
+                         "written by bench-serve", param="--json_out") from None
+    runs = old if isinstance(old, list) else [old]
+    if not all(isinstance(r, dict) for r in runs):
+        raise BenchError(f"--json_out={path} does not hold bench-serve results (a list of objects); pass a new file",
+                         param="--json_out")
+    return runs
 
 
 def cmd_bench_serve(args: argparse.Namespace) -> int:
@@ -101,14 +159,11 @@ def cmd_bench_serve(args: argparse.Namespace) -> int:
     if args.json_out:
         import os
 
-        runs = []
-        if os.path.exists(args.json_out):
-            with open(args.json_out) as f:
-                old = json.load(f)
-            runs = old if isinstance(old, list) else [old]
+        from ..outputs import replace_file
+
+        runs = previous_runs(args.json_out) if os.path.exists(args.json_out) else []
         runs += rows
-        with open(args.json_out, "w") as f:
-            json.dump(runs, f, indent=1)
+        replace_file(args.json_out, json.dumps(runs, indent=1).encode())  # atomic: the earlier runs are never half-lost
         print(f"results written to {args.json_out}", file=sys.stderr)
         rows = runs
     if args.plot:

@@ -19,6 +19,7 @@ import socket
 import sys
 
 from ..errors import UserError
+from ..flags import finite_float
 
 SERVER_EXTRA = "pip install 'adaspec[server]'  (or: pip install -e '.[server]' in a checkout)"
 
@@ -46,7 +47,7 @@ def add_server_commands(sub, add_engine_flags) -> None:
                        help="requests allowed to wait for a slot; beyond it requests get 429 (default 256)")
     serve.add_argument("--metrics_namespace", default="adaspec",
                        help="prefix of the Prometheus metric names, <ns>:... (default adaspec)")
-    serve.add_argument("--shutdown_timeout", type=float, default=30.0,
+    serve.add_argument("--shutdown_timeout", type=finite_float, default=30.0,
                        help="seconds in-flight requests may still run after SIGTERM/SIGINT before they are "
                             "cancelled (default 30)")
     add_engine_flags(serve)
@@ -71,6 +72,9 @@ def require_server_extra(command: str = "serve") -> None:
 
 
 def _check_serve_flags(args: argparse.Namespace) -> None:
+    if not args.host.strip():  # an empty host would listen on every interface
+        raise ServeError("--host: empty; give an address (127.0.0.1 = this machine only, 0.0.0.0 = all interfaces)",
+                         param="--host")
     if not 0 <= args.port <= 65535:
         raise ServeError(f"--port={args.port}: must be 0..65535", param="--port")
     if args.max_queued_requests < 0:

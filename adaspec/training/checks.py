@@ -83,6 +83,10 @@ def check_paths(args) -> tuple[Path, Path, Path]:
     output = Path(args.output).expanduser()
     if not str(args.output).strip():
         raise InputFileError("--output= is empty: name the directory the draft is written to", param="--output")
+    for flag in ("data_dir", "checkpoint"):  # an empty value would silently mean the default
+        if getattr(args, flag) is not None and not str(getattr(args, flag)).strip():
+            raise InputFileError(f"--{flag}= is empty: give a path, or leave the flag out for the default "
+                                 f"(<output>/{'data' if flag == 'data_dir' else 'checkpoint.pt'})", param=f"--{flag}")
     if output.exists() and not output.is_dir():
         raise InputFileError(f"--output={args.output} is a file; the draft is a directory (config.json + "
                              "model.safetensors): choose a new directory name", param="--output")

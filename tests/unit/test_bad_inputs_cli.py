@@ -69,12 +69,40 @@ FLAG_CASES = [
     (["--adaptive_draft_step_config=x.json"], "--adaptive_draft_step_config", ["--enable_adaptive_draft_step"]),
     (["--max_seqs_per_batch=100000000", "--max_num_batched_tokens=100000000"], "--max_seqs_per_batch",
      ["GiB"]),  # a KV cache that cannot fit: refused before the allocation fails
+    # audit (issue 8): a flag given twice used to keep the last value silently
+    (["--max_tokens=3", "--max_tokens=4"], "--max_tokens", ["given twice"]),
+    (["--json", "--json=false"], "--json", ["given twice"]),
+    (["--graph_decode_batch_sizes="], "--graph_decode_batch_sizes", ["is empty"]),  # was "empty outside 1..16"
+    (["--stop=a", "--stop="], "--stop", ["empty"]),
+    (["--stop=\udcff"], "--stop", ["Unicode"]),  # a command-line byte that is not UTF-8
+    (["--temperature=1e400"], "--temperature", ["finite"]), (["--temperature="], "--temperature", ["a number"]),
+    (["--top_k=99999999999999999999999"], "--top_k", ["at most"]), (["--max_tokens=1e3"], "--max_tokens", ["integer"]),
+    (["--seed=18446744073709551616"], "--seed", ["2**64-1"]), (["--device=cuda:-1"], "--device", ["cuda:N"]),
+    (["--device=cuda:0:1"], "--device", ["cuda:N"]), (["--device=CPU"], "--device", ["allowed values"]),
+    (["--device="], "--device", ["allowed values"]), (["--dtype="], "--dtype", ["allowed values"]),
+    (["--speculative_algorithm=mtp"], "--speculative_algorithm", ["MTP"]),
+    (["--linear_backend=int4"], "--linear_backend", ["allowed values"]),
+    (["--linear_backend=fp16w", "--dtype=bfloat16"], "--linear_backend", ["--dtype=float32"]),
+    (["--tp_size=2"], "--tp_size", ["only 1"]), (["--cp_size=0"], "--cp_size", ["only 1"]),
+    (["--max_num_batched_tokens=-5"], "--max_num_batched_tokens", [">= 1"]),
+    (["--enable_unified_mtp_graph=true"], "--enable_unified_mtp_graph", ["--speculative_algorithm"]),
+    (["--speculative_algorithm=DSpark", "--num_speculative_tokens=5", "--enable_adaptive_draft_step=true"],
+     "--enable_adaptive_draft_step", ["MTP"]),
+    (["--speculative_algorithm=MTP", "--enable_adaptive_draft_step=true", "--enable_adaptive_target_verify=true"],
+     "--enable_adaptive_target_verify", ["cannot be combined"]),
+    (["--prompt"], "--prompt", ["needs a value"]), (["hello"], "hello", ["--name=value"]),
 ]
 
 
 @pytest.mark.parametrize("flags, name, contains", FLAG_CASES, ids=[c[1] + str(i) for i, c in enumerate(FLAG_CASES)])
 def test_bad_flag(flags, name, contains, capsys, monkeypatch):
     refused(gen(*flags), capsys, monkeypatch, name, contains=contains)
+
+
+@pytest.mark.parametrize("model, text", [("", "empty"), ("/dev/null", "neither a file nor a directory"),
+                                         ("~/no_such_model_dir", "does not exist")])
+def test_bad_model_flag(model, text, capsys, monkeypatch):
+    refused(["generate", f"--model={model}", "--prompt=hi"], capsys, monkeypatch, "--model", contains=[text])
 
 
 def test_no_command_and_unknown_command(capsys, monkeypatch):
@@ -108,6 +136,14 @@ PROMPT_FILES = [
     (b'{"messages": "hi"}\n', "non-empty list"),
     (b'"fine"\n{broken\n', "line 2 is not JSON"),
     (b'"fine"\n""\n', "line 2 is empty"),
+    # audit (issue 8)
+    (b'{"messages": [{"role": "robot", "content": "x"}]}\n', "role must be one of"),  # was passed to the template
+    (b'{"prompt": "x", "id": [1]}\n', "label \"id\""),
+    (b'"\\ud800"\n', "lone surrogate"),  # JSON's escape of half a pair: was a tokenizer traceback
+    (b'null\n', "got NoneType"), (b'["a", "b"]\n', "got list"),
+    (b'{"messages": [{"role": "user", "content": 5}]}\n', "content must be a string"),
+    (b'{"messages": [{"role": "user", "content": "x", "name": "bob"}]}\n', "exactly \"role\" and \"content\""),
+    ("DEV", "not a regular file"),
 ]
 
 
@@ -116,9 +152,16 @@ def test_bad_prompts_file(content, text, capsys, monkeypatch, tmp_path):
     path = tmp_path / "p.jsonl"
     if content == "DIR":
         path.mkdir()
+    elif content == "DEV":
+        path = "/dev/null"
     elif content is not None:
         path.write_bytes(content)
     refused(gen(f"--prompts_file={path}", prompt=None), capsys, monkeypatch, "--prompts_file", contains=[text])
+
+
+def test_prompt_bytes_that_are_not_utf8_are_named(capsys, monkeypatch):
+    """A non-UTF-8 byte in argv reaches Python as a lone surrogate; it was a tokenizer traceback."""
+    refused(gen(prompt="--prompt=a\udcffb"), capsys, monkeypatch, "--prompt", contains=["0xFF", "not UTF-8"])
 
 
 def test_chat_messages_need_the_chat_template(capsys, monkeypatch, tmp_path):
@@ -244,7 +287,7 @@ def test_flags_without_effect_are_warned_in_one_line_and_the_run_goes_on(capsys)
     """README: unused flags are warned about, once each, and generation still runs (exit 0)."""
     from adaspec.cli import main
 
-    rc = main(gen("--max_tokens=3", "--top_p=0.5", "--min_p=0.1", "--seed=4", "--graph_decode_batch_sizes=1,2",
+    rc = main(gen("--top_p=0.5", "--min_p=0.1", "--seed=4", "--graph_decode_batch_sizes=1,2",
                   "--max_model_len=32", "--max_tokens=40", "--json"))
     out = capsys.readouterr()
     assert rc == 0 and json.loads(out.out)["outputs"]

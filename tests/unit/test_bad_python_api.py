@@ -51,6 +51,21 @@ def test_bad_llm_arguments_refused_before_loading(kwargs, param, text, tiny_llam
     raises_user_error(lambda: LLM(str(tiny_llama_dir), **kwargs), ConfigError, param, contains=[text])
 
 
+def test_a_drafter_that_would_be_ignored_or_is_not_one(tiny_llama_dir, monkeypatch):
+    """Audit (issue 8): LLM(model, drafter) without speculation silently ignored the drafter (and
+    LLM(model, 5) took 5 as one); a drafter object beside draft_model ignored draft_model."""
+    from adaspec import LLM
+    from replay_drafter import ReplayDrafter
+
+    no_model_load(monkeypatch)
+    raises_user_error(lambda: LLM(str(tiny_llama_dir), ReplayDrafter([], max_steps=3)), ConfigError, "drafter",
+                      contains=["speculative_algorithm"])
+    raises_user_error(lambda: LLM(str(tiny_llama_dir), 5, speculative_algorithm="MTP"), ConfigError, "drafter",
+                      contains=["not a drafter"])
+    raises_user_error(lambda: LLM(str(tiny_llama_dir), ReplayDrafter([], max_steps=3), speculative_algorithm="MTP",
+                                  draft_model=str(tiny_llama_dir)), ConfigError, "drafter", contains=["only one"])
+
+
 def test_model_argument_of_the_wrong_type(monkeypatch):
     from adaspec import LLM
 
@@ -97,6 +112,13 @@ PROMPT_CASES = [  # (prompts, generate kwargs, exception, param, text)
     ("hi", {"params": SamplingParams(stop_token_ids=[5000])}, RequestError, "stop_token_ids", "vocabulary"),
     ("hi", {"params": SamplingParams(logprobs=3)}, RequestError, "logprobs", "not supported"),
     ("x" * 100, {}, RequestError, "prompt", "context limit 64"),
+    # audit (issue 8): text the tokenizer cannot take was a TypeError traceback from inside it
+    ("a\ud800b", {}, RequestError, "prompt", "lone surrogate"),
+    (["ok", "a\udfffb"], {"chat": True}, RequestError, "prompt", "lone surrogate"),
+    ([-1, 5], {}, RequestError, "prompt", "outside the vocabulary"),
+    ({"a"}, {}, RequestError, "prompt", "set"), ((x for x in ["a"]), {}, RequestError, "prompt", "generator"),
+    ("hi", {"chat": None}, RequestError, "chat", "True or False"),
+    (["hi"], {"params": []}, RequestError, "params", "0 SamplingParams"),
 ]
 
 

@@ -39,6 +39,12 @@ FLAG_CASES = [
     (["--seq_len=5000"], "--seq_len", "context limit 1024"),
     (["--prompt_tokens=900", "--gen_tokens=200"], "--gen_tokens", "context limit 1024"),
     (["--unrolll=2"], "--unrolll", "adaspec train-draft --help"),
+    # audit (issue 8): empty paths silently meant the default; one-value flags given twice kept the last
+    (["--data_dir="], "--data_dir", "is empty"), (["--checkpoint="], "--checkpoint", "is empty"),
+    (["--lr=1e-3", "--lr=1e-4"], "--lr", "given twice"),
+    (["--eval_k=0"], "--eval_k", ">= 1"), (["--seq_len=0"], "--seq_len", ">= 1"), (["--gen_batch=0"], "--gen_batch", ">= 1"),
+    (["--seed=1.5"], "--seed", "expected an integer"), (["--data_only=maybe"], "--data_only", "true or false"),
+    (["--device=cuda"], "--device", "unknown flag"),
 ]
 
 
