@@ -56,6 +56,15 @@ def _positive_float(cfg: dict, name: str, where: str, default: float) -> float:
     return float(v)
 
 
+def _bool(cfg: dict, name: str, where: str, default: bool = False) -> bool:
+    v = cfg.get(name)
+    if v is None:
+        return default
+    if not isinstance(v, bool):  # "yes" would be True by bool(), and fail later inside transformers
+        raise InvalidModelError(f"{where}: config.json field {name!r} must be true or false, got {v!r}", param="--model")
+    return v
+
+
 def _token_ids(v: Any, name: str, where: str) -> tuple[int, ...]:
     ids = v if isinstance(v, (list, tuple)) else ([] if v is None else [v])
     if any(isinstance(t, bool) or not isinstance(t, int) or t < 0 for t in ids):
@@ -127,6 +136,9 @@ class ModelConfig:
                                     param="--model")
         scaling = _normalise_rope_scaling(scaling, where)
         eos_ids = _token_ids(cfg.get("eos_token_id"), "eos_token_id", where)
+        if any(t >= ints["vocab_size"] for t in eos_ids):  # it could never be sampled: outputs would never end
+            raise InvalidModelError(f"{where}: config.json eos_token_id {list(eos_ids)} is outside the vocabulary "
+                                    f"(vocab_size {ints['vocab_size']})", param="--model")
         bos = cfg.get("bos_token_id")
         if bos is not None:
             _token_ids(bos, "bos_token_id", where)
@@ -146,7 +158,7 @@ class ModelConfig:
             rope_theta=rope_theta,
             max_position_embeddings=_positive_int(cfg, "max_position_embeddings", where, required=False,
                                                   default=2048),
-            tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),  # class default of all three
+            tie_word_embeddings=_bool(cfg, "tie_word_embeddings", where),  # False: class default of all three
             attention_bias=arch == "qwen2" or bool(cfg.get("attention_bias", False)),
             o_proj_bias=arch != "qwen2" and bool(cfg.get("attention_bias", False)),
             mlp_bias=bool(cfg.get("mlp_bias", False)),

@@ -76,9 +76,21 @@ class Tokenizer:
                 f"the model at {self.model_dir} has no chat template: use plain completions "
                 "(/v1/completions, or a raw prompt) instead of chat messages"
             )
-        return self._tok.apply_chat_template(
-            [dict(m) for m in messages], tokenize=False, add_generation_prompt=add_generation_prompt
-        )
+        from jinja2 import TemplateError, TemplateSyntaxError
+
+        try:
+            return self._tok.apply_chat_template(
+                [dict(m) for m in messages], tokenize=False, add_generation_prompt=add_generation_prompt
+            )
+        except TemplateSyntaxError as e:  # the model directory's template is broken: the user's file, not a bug
+            raise NoChatTemplateError(
+                f"--model={self.model_dir}: its chat template cannot be rendered ({type(e).__name__}: {e}); repair "
+                "the chat_template (tokenizer_config.json or chat_template.jinja), or send plain text "
+                "(--chat=false, /v1/completions)", param="--model") from None
+        except TemplateError as e:  # the template's own raise_exception(...): these messages do not fit it
+            from ..errors import RequestError
+
+            raise RequestError(f"messages: the model's chat template refuses them ({e})", param="messages") from None
 
     def apply_chat_template(
         self, messages: Sequence[Mapping[str, Any]], add_generation_prompt: bool = True

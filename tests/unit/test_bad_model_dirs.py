@@ -71,6 +71,24 @@ def _break(kind, d):
         (d / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"x": "model-00002.safetensors"}}))
     elif kind == "shards index is not an object":
         (d / "model.safetensors.index.json").write_text("[]")
+    # audit (issue 8)
+    elif kind == "tie_word_embeddings is text":  # was blamed on the tokenizer
+        _edit_config(d, tie_word_embeddings="yes")
+    elif kind == "eos outside the vocabulary":  # outputs could never end: was accepted
+        _edit_config(d, eos_token_id=5000)
+    elif kind == "broken chat template":  # was a jinja2 traceback reported as a bug
+        (d / "chat_template.jinja").write_text("{% for m in messages %}{{ m['content'] }")
+    elif kind == "vocab_size is a string":
+        _edit_config(d, vocab_size="128")
+    elif kind == "max_position_embeddings 0":
+        _edit_config(d, max_position_embeddings=0)
+    elif kind == "rope_theta NaN":
+        _edit_config(d, rope_theta=float("nan"))
+    elif kind == "empty weights file":
+        next(d.glob("*.safetensors")).write_bytes(b"")
+    elif kind == "truncated tokenizer.json":
+        text = (d / "tokenizer.json").read_text()
+        (d / "tokenizer.json").write_text(text[: len(text) // 2])
     else:
         raise AssertionError(kind)
 
@@ -93,6 +111,14 @@ BROKEN = [
     ("broken tokenizer.json", "tokenizer.json"),
     ("shards index names a missing file", "missing"),
     ("shards index is not an object", "weight_map"),
+    ("tie_word_embeddings is text", "'tie_word_embeddings' must be true or false"),
+    ("eos outside the vocabulary", "eos_token_id"),
+    ("broken chat template", "chat template cannot be rendered"),
+    ("vocab_size is a string", "vocab_size"),
+    ("max_position_embeddings 0", "max_position_embeddings"),
+    ("rope_theta NaN", "rope_theta"),
+    ("empty weights file", "damaged"),
+    ("truncated tokenizer.json", "tokenizer.json is not valid JSON"),
 ]
 
 
