@@ -144,18 +144,22 @@ def _read_json(path: str | Path, flag: str) -> tuple[Any, str]:
                                      f"pass an existing JSON file to {flag} or drop the flag to use built-in defaults",
                                      source)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = p.read_text(encoding="utf-8-sig")  # a BOM (Windows editors) is allowed, as for every input file
     except UnicodeDecodeError as e:
         raise CalibrationConfigError("(file)", f"not UTF-8 text (byte offset {e.start})", f"save {p} as UTF-8 JSON",
                                      source) from None
     except OSError as e:
         raise CalibrationConfigError("(file)", f"cannot be read ({e.strerror})", f"check the permissions of {p}",
                                      source) from None
+    from ..strict_json import DuplicateKeyError, loads
+
     try:
-        return json.loads(text), source
+        return loads(text), source
     except json.JSONDecodeError as e:
         raise CalibrationConfigError("(file)", f"invalid JSON at line {e.lineno} column {e.colno}: {e.msg}",
                                      f"fix the JSON syntax of {p}", source) from None
+    except DuplicateKeyError as e:
+        raise CalibrationConfigError("(file)", str(e).split(";")[0], "keep one of them", source) from None
 
 
 def _parse(cls: type[BaseModel], data: Any, source: str):

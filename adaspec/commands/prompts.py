@@ -15,6 +15,7 @@ from typing import Any
 
 from ..errors import InputFileError, UserError
 from ..preflight.paths import read_text
+from ..strict_json import DuplicateKeyError, loads
 
 LABEL_KEYS = ("kind", "id")
 CHAT_ROLES = ("system", "user", "assistant", "developer")  # the server's ChatMessage roles
@@ -74,7 +75,9 @@ def _file_prompts(path: str, chat: bool) -> list[Prompt]:
             continue
         origin = f"{flag}={path} line {n}"
         try:
-            item = json.loads(line)
+            item = loads(line)
+        except DuplicateKeyError as e:
+            raise InputFileError(f"{origin}: {e}", param=flag) from None
         except json.JSONDecodeError as e:
             raise InputFileError(f"{origin} is not JSON ({e.msg} at column {e.colno}); write one JSON string or "
                                  "object per line", param=flag) from None

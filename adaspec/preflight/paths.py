@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputFileError
+from ..strict_json import DuplicateKeyError, loads
 
 
 def input_file(path: str | os.PathLike, flag: str, what: str = "file") -> Path:
@@ -62,10 +63,12 @@ def read_json(path: str | os.PathLike, flag: str, what: str = "JSON file") -> An
     if not text.strip():
         raise InputFileError(f"{flag}={path}: the {what} is empty; write a JSON object into it", param=flag)
     try:
-        return json.loads(text)
+        return loads(text)
     except json.JSONDecodeError as e:
         raise InputFileError(f"{flag}={path}: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}; fix the "
                              "syntax", param=flag) from None
+    except DuplicateKeyError as e:
+        raise InputFileError(f"{flag}={path}: {e}", param=flag) from None
 
 
 def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:

@@ -118,7 +118,8 @@ def test_bad_saved_table(path, value, text, tiny_llama_dir, dspark_dir, good_tab
 
 
 @pytest.mark.parametrize("content, text", [(None, "does not exist"), ("DIR", "directory"), ("{broken", "invalid JSON"),
-                                           (b"\xff\xfe", "UTF-8")])
+                                           (b"\xff\xfe", "UTF-8"), ("", "empty"), ("null", "cost table"),
+                                           ('{"format": "adaspec-cost-table", "format": "x"}', "appears twice")])
 def test_unreadable_saved_table(content, text, tiny_llama_dir, dspark_dir, capsys, monkeypatch, tmp_path):
     f = tmp_path / "t.json"
     if content == "DIR":

@@ -144,6 +144,7 @@ PROMPT_FILES = [
     (b'{"messages": [{"role": "user", "content": 5}]}\n', "content must be a string"),
     (b'{"messages": [{"role": "user", "content": "x", "name": "bob"}]}\n', "exactly \"role\" and \"content\""),
     ("DEV", "not a regular file"),
+    (b'{"prompt": "a", "prompt": "b"}\n', "appears twice"),
 ]
 
 
@@ -234,6 +235,18 @@ CAL_CASES = [
     (STEP, "--adaptive_draft_step_config", {"version": 2}, "version", "1"),
     (STEP, "--adaptive_draft_step_config", {"policy": {"switch_min_gain": -1}}, "policy.switch_min_gain", "greater than or equal to 0"),
     (STEP, "--adaptive_draft_step_config", {"step_cost_models": {}}, "step_cost_models", "not supported"),
+    # audit (issue 8): a duplicate key kept the last value silently
+    (VERIFY, "--adaptive_target_verify_calibration", '{"warmup_steps": 1, "warmup_steps": 2}', "warmup_steps",
+     "appears twice"),
+    (VERIFY, "--adaptive_target_verify_calibration", '{"warmup_steps": NaN}', "warmup_steps", "integer"),
+    (VERIFY, "--adaptive_target_verify_calibration", {"warmup_steps": 1.5}, "warmup_steps", "integer"),
+    (VERIFY, "--adaptive_target_verify_calibration", {"request_buckets": [2, 1, 2]}, "request_buckets", "duplicate"),
+    (VERIFY, "--adaptive_target_verify_calibration",
+     {"contexts": [{"prefill_tokens": 8, "min_kv_length": 100, "max_kv_length": 50}]}, "contexts[0]", "greater than"),
+    (VERIFY, "--adaptive_target_verify_calibration", {"contexts": []}, "contexts", "at least one"),
+    (VERIFY, "--adaptive_target_verify_calibration", "null", "(root)", "JSON object"),
+    (STEP, "--adaptive_draft_step_config", '{"policy": {"switch_min_gain": NaN}}', "policy.switch_min_gain", "finite"),
+    (STEP, "--adaptive_draft_step_config", {"policy": {"window_size": 0}}, "policy.window_size", "greater than"),
 ]
 
 
