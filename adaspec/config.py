@@ -157,9 +157,13 @@ class EngineConfig:
             if not self.graph_decode_batch_sizes:
                 raise ConfigError("--graph_decode_batch_sizes= is empty: list request buckets (e.g. 1,2,4), or leave "
                                   "the flag out for the default", param="--graph_decode_batch_sizes")
+            twice = sorted({b for b in self.graph_decode_batch_sizes if self.graph_decode_batch_sizes.count(b) > 1})
+            if twice:
+                raise ConfigError(f"--graph_decode_batch_sizes: {twice} listed more than once; list each bucket once",
+                                  param="--graph_decode_batch_sizes")
             if bad:
                 raise ConfigError(
-                    f"--graph_decode_batch_sizes: {bad or 'empty'} outside 1..--max_seqs_per_batch "
+                    f"--graph_decode_batch_sizes: {bad} outside 1..--max_seqs_per_batch "
                     f"({self.max_seqs_per_batch}); list request buckets between 1 and {self.max_seqs_per_batch}"
                 )
         self._validate_parallel()

@@ -137,6 +137,10 @@ def check_draft(path: str | None, kind: str, width: int, cfg: ModelConfig, targe
     try:
         config = read_draft_config(directory)
     except DraftLoadError as e:
+        if _is_model_directory(directory):
+            raise DraftLoadError(f"{where} is a model directory (a target: its config.json has model_type / "
+                                 "architectures), not a draft; pass a draft made by `adaspec train-draft` for the "
+                                 "--model, or leave --draft_model out for the shipped one", param="--draft_model") from None
         raise DraftLoadError(f"{where}: {e}", param="--draft_model") from None
     if config.get("kind") != kind:
         raise DraftLoadError(f"{where} is a {config.get('kind')!r} draft, but --speculative_algorithm asks for "
@@ -156,6 +160,14 @@ def check_draft(path: str | None, kind: str, width: int, cfg: ModelConfig, targe
         raise DraftLoadError(f"--num_speculative_tokens={width} exceeds what {where} proposes ({steps}); use at most "
                              f"{steps}", param="--num_speculative_tokens")
     return directory
+
+
+def _is_model_directory(directory: Path) -> bool:
+    try:
+        cfg = json.loads((directory / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(cfg, dict) and "format" not in cfg and ("model_type" in cfg or "architectures" in cfg)
 
 
 def draft_fingerprint(directory: Path) -> str:

@@ -73,6 +73,7 @@ FLAG_CASES = [
     (["--max_tokens=3", "--max_tokens=4"], "--max_tokens", ["given twice"]),
     (["--json", "--json=false"], "--json", ["given twice"]),
     (["--graph_decode_batch_sizes="], "--graph_decode_batch_sizes", ["is empty"]),  # was "empty outside 1..16"
+    (["--graph_decode_batch_sizes=2,2"], "--graph_decode_batch_sizes", ["more than once"]),
     (["--stop=a", "--stop="], "--stop", ["empty"]),
     (["--stop=\udcff"], "--stop", ["Unicode"]),  # a command-line byte that is not UTF-8
     (["--temperature=1e400"], "--temperature", ["finite"]), (["--temperature="], "--temperature", ["a number"]),

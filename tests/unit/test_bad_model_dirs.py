@@ -215,7 +215,8 @@ def test_a_draft_directory_passed_as_the_model(mtp_dir, capsys, monkeypatch):
 
 def test_a_target_directory_passed_as_the_draft(tiny_llama_dir, capsys, monkeypatch):
     refused(["generate", f"--model={tiny_llama_dir}", "--prompt=hi", "--speculative_algorithm=MTP",
-             f"--draft_model={tiny_llama_dir}"], capsys, monkeypatch, "--draft_model", contains=["not an adaspec draft"])
+             f"--draft_model={tiny_llama_dir}"], capsys, monkeypatch, "--draft_model",
+            contains=["is a model directory (a target", "adaspec train-draft"])
 
 
 def test_home_relative_paths_are_expanded(tiny_llama_dir, monkeypatch):
