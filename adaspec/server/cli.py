@@ -17,10 +17,12 @@ import re
 import signal
 import socket
 import sys
+import threading
 
 from ..errors import UserError
 from ..flags import finite_float
 
+SHUTDOWN_BACKSTOP_S = 10.0  # uvicorn cancels response tasks this long after the engine aborted their requests
 SERVER_EXTRA = "pip install 'adaspec[server]'  (or: pip install -e '.[server]' in a checkout)"
 
 
@@ -149,11 +151,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
             if not engine.draining:
                 print(f"[adaspec] serve: {signal.Signals(sig).name}: no new requests; finishing in-flight ones "
                       f"(up to {args.shutdown_timeout:g} s)", file=sys.stderr, flush=True)
+                # past the timeout the engine aborts what still runs, so every response ends itself (finish
+                # reason "abort") before uvicorn's own backstop would cancel its task with a logged traceback
+                timer = threading.Timer(args.shutdown_timeout, engine.shutdown, kwargs={"cancel": True, "timeout": 0})
+                timer.daemon = True
+                timer.start()
             engine.draining = True
             super().handle_exit(sig, frame)
 
     server = Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
-                                   timeout_graceful_shutdown=args.shutdown_timeout))
+                                   timeout_graceful_shutdown=args.shutdown_timeout + SHUTDOWN_BACKSTOP_S))
     # uvicorn restores the handlers it found and re-raises the signal it caught after a graceful
     # shutdown; these make that re-raise a no-op, so a requested shutdown exits with status 0.
     previous = {s: signal.signal(s, lambda *_: None) for s in (signal.SIGTERM, signal.SIGINT)}

@@ -50,6 +50,50 @@ def test_sigterm_during_load_finishes_in_flight_requests_and_exits_0(tiny_llama_
     assert all(status == 200 and reason == "length" for status, reason in results), results
 
 
+def test_sigint_past_the_shutdown_timeout_cancels_in_flight_requests_and_exits_0(tiny_llama_dir):
+    """Issue 9 item 2, the other half: what has not finished within --shutdown_timeout is cancelled
+    (the engine aborts it: the stream ends with finish_reason "abort"), and the process exits 0
+    without a traceback (uvicorn's own timeout cancelled the response tasks and logged one)."""
+    import time
+
+    proc, url = start_server([f"--model={tiny_llama_dir}", "--max_seqs_per_batch=2", "--max_model_len=1024",
+                              "--shutdown_timeout=0.5"])
+
+    async def one(c: httpx.AsyncClient) -> str:
+        body = {"prompt": "abc", "max_tokens": 1000, "ignore_eos": True, "stream": True, "temperature": 0.8}
+        reason = "cut"
+        try:
+            async with c.stream("POST", url + "/v1/completions", json=body) as r:
+                async for line in r.aiter_lines():
+                    if line.startswith("data: {"):
+                        reason = json.loads(line[6:])["choices"][0]["finish_reason"] or reason
+        except httpx.HTTPError:
+            pass  # the server closed the stream when it cancelled the request
+        return reason
+
+    try:
+        async def load():
+            async with httpx.AsyncClient(timeout=120) as c:
+                tasks = [asyncio.create_task(one(c)) for _ in range(2)]
+                while int(_metric(url, "generation_tokens_total")) < 10:  # both streams are under way
+                    await asyncio.sleep(0.02)
+                proc.send_signal(signal.SIGINT)
+                t0 = time.monotonic()
+                results = await asyncio.wait_for(asyncio.gather(*tasks), 60)
+                return results, t0
+
+        results, t0 = asyncio.run(load())
+        assert proc.wait(60) == 0
+        stopped_after = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    err = proc.stderr.read()
+    assert "SIGINT: no new requests" in err and "Traceback" not in err, err
+    assert results == ["abort", "abort"], results  # aborted by the engine (a clean end), not run to 1000 tokens
+    assert stopped_after < 30, stopped_after
+
+
 def _metric(url: str, name: str) -> float:
     for line in httpx.get(url + "/metrics", timeout=10).text.splitlines():
         if line.startswith(f"adaspec:{name} "):
