@@ -138,6 +138,10 @@ def engine_config(args: argparse.Namespace) -> EngineConfig:
 
 def build_parser() -> ArgumentParser:
     parser = ArgumentParser(prog="adaspec", allow_abbrev=False, description="adaspec: LLM inference with adaptive speculative decoding")
+    from . import __version__
+
+    parser.add_argument("--version", action="version", version=f"adaspec {__version__}",
+                        help="print adaspec's version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=ArgumentParser)
     sub.required = True
 

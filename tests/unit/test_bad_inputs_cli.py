@@ -327,3 +327,12 @@ def test_more_threads_than_cores_is_warned():
 def test_unknown_flag_suggests_only_this_subcommands_flags(capsys, monkeypatch):
     line = refused(gen("--plott=x.png"), capsys, monkeypatch, "--plott")
     assert "--plot" not in line.replace("--plott", "")  # --plot belongs to calibrate, not generate
+
+
+def test_version_flag_answers_instead_of_no_command(capsys):
+    """`adaspec --version` used to be refused as "no command given" (misleading)."""
+    from adaspec import __version__
+    from adaspec.cli import main
+
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"adaspec {__version__}"
