@@ -133,6 +133,10 @@ def check_against_target(args, cfg, data_dir: Path, checkpoint: Path, recipe_jso
         if (name == "topk" or f"--{name}" in given) and getattr(args, name) > cfg.vocab_size:
             raise ConfigError(f"--{name}={getattr(args, name)} exceeds the target's vocabulary ({cfg.vocab_size} "
                               "tokens)", param=f"--{name}")
+    vocab = min(args.draft_vocab, cfg.vocab_size)
+    if args.kind == "dspark" and args.rank > vocab:  # W1 [N+1, r] @ W2 [r, N] has rank <= N: the rest is waste
+        raise ConfigError(f"--rank={args.rank} exceeds the draft vocabulary ({vocab} tokens), which bounds the rank of "
+                          f"the Markov head; use at most --rank={vocab}", param="--rank")
     manifest = data_dir / "manifest.json"
     if manifest.is_file():
         try:

@@ -54,6 +54,12 @@ def test_bad_train_flag(flags, name, text, tiny_llama_dir, tmp_path, capsys, mon
     assert not (tmp_path / "out").exists()  # nothing written
 
 
+def test_dspark_rank_beyond_the_draft_vocabulary(tiny_llama_dir, tmp_path, capsys, monkeypatch):
+    """Audit (issue 8): --rank=99999999 loaded the target and then tried to allocate the head."""
+    refused(train(tmp_path, tiny_llama_dir, "--rank=99999999", kind="dspark"), capsys, monkeypatch, "--rank",
+            contains=["draft vocabulary (128"])
+
+
 def test_dspark_eval_k_beyond_width(tiny_llama_dir, tmp_path, capsys, monkeypatch):
     refused(train(tmp_path, tiny_llama_dir, "--width=5", "--eval_k=6", kind="dspark"), capsys, monkeypatch, "--eval_k",
             contains=["--width=5"])
