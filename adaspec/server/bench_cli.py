@@ -107,9 +107,10 @@ def _check_outputs(args) -> None:
     from ..outputs import check_new_file
 
     if args.json_out is not None:
-        out = Path(args.json_out).expanduser()
         if not args.json_out.strip():
             raise BenchError("--json_out: empty; give a file name or drop the flag", param="--json_out")
+        args.json_out = str(Path(args.json_out).expanduser())  # `--json_out=~/x.json`: the shell leaves ~ alone
+        out = Path(args.json_out)
         if out.is_dir():
             raise BenchError(f"--json_out={args.json_out} is a directory; name a .json file", param="--json_out")
         if out.exists():
@@ -119,7 +120,8 @@ def _check_outputs(args) -> None:
     if args.plot is not None:
         if not args.plot.strip() or not args.plot.lower().endswith(".png"):
             raise BenchError(f"--plot={args.plot}: the plot is a PNG; give the file a .png name", param="--plot")
-        plot = Path(args.plot).expanduser()
+        args.plot = str(Path(args.plot).expanduser())
+        plot = Path(args.plot)
         if plot.is_dir():
             raise BenchError(f"--plot={args.plot} is a directory; name a .png file", param="--plot")
         if not plot.exists():

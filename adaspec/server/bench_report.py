@@ -128,5 +128,11 @@ def plot(rows: list[dict], path: str) -> str:
         if i == 0:
             ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, format="png")
+    import io
+
+    from ..outputs import replace_file
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")  # rendered in memory, then published atomically: never a half-written PNG
+    replace_file(path, buf.getvalue())
     return path
