@@ -224,6 +224,9 @@ class ChatCompletionRequest(_Common):
                 and self.max_completion_tokens != self.max_tokens:
             raise RequestError("max_tokens and max_completion_tokens differ; send only one",
                                param="max_completion_tokens")
+        if self.max_completion_tokens is not None and self.max_completion_tokens < 1:
+            raise RequestError(f"max_completion_tokens must be >= 1, got {self.max_completion_tokens}",
+                               param="max_completion_tokens")
         if self.max_completion_tokens is not None:
             self.max_tokens = self.max_completion_tokens
 

@@ -58,7 +58,8 @@ class Serving:
             if chat and e.param == "prompt":
                 raise RequestError(str(e).replace("prompt:", "messages:", 1), param="messages") from None
             raise
-        _fit_max_tokens(req, body.max_tokens is not None, eng.max_model_len, "messages" if chat else "prompt")
+        named = "max_completion_tokens" if chat and body.max_completion_tokens is not None else "max_tokens"
+        _fit_max_tokens(req, body.max_tokens is not None, eng.max_model_len, "messages" if chat else "prompt", named)
         try:
             outputs = self.engine.generate(req)
         except QueueFull as e:
@@ -124,16 +125,16 @@ class Serving:
         return JSONResponse(shapes.full(out))
 
 
-def _fit_max_tokens(req, explicit: bool, max_model_len: int, what: str) -> None:
+def _fit_max_tokens(req, explicit: bool, max_model_len: int, what: str, name: str = "max_tokens") -> None:
     """A requested max_tokens that cannot fit after the prompt is a 400 (as vLLM answers), not a
     silent cut; the completions default (16) is lowered to what fits."""
     room = max_model_len - len(req.prompt_token_ids)
     if req.params.max_tokens <= room:
         return
     if explicit:
-        raise RequestError(f"max_tokens={req.params.max_tokens}: the {what} has {len(req.prompt_token_ids)} tokens, so "
+        raise RequestError(f"{name}={req.params.max_tokens}: the {what} has {len(req.prompt_token_ids)} tokens, so "
                            f"at most {room} new tokens fit the context limit {max_model_len} (--max_model_len); lower "
-                           f"max_tokens to at most {room} or shorten the {what}", param="max_tokens")
+                           f"{name} to at most {room} or shorten the {what}", param=name)
     req.params = req.params.model_copy(update={"max_tokens": room})
 
 

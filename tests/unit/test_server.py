@@ -142,7 +142,10 @@ def test_bad_completion_requests_get_400_naming_the_field(server, change, param)
                                            "messages[0].name"),  # the template has no names: not ignored
                                           ({"messages": [{"role": "user", "content": "\udfff"}]}, "messages[0].content"),
                                           ({"add_generation_prompt": 1}, "add_generation_prompt"),
-                                          ({"max_completion_tokens": 2.5}, "max_completion_tokens")])
+                                          ({"max_completion_tokens": 2.5}, "max_completion_tokens"),
+                                          ({"max_completion_tokens": 0}, "max_completion_tokens"),
+                                          ({"max_tokens": None, "max_completion_tokens": 500}, "max_completion_tokens"),
+                                          ({"max_tokens": 500}, "max_tokens")])
 def test_bad_chat_requests_get_400_naming_the_field(server, change, param):
     url, _ = server
     r = _post(url, "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4, **change})
