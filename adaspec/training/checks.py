@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 from ..config import ConfigError
@@ -109,6 +110,13 @@ def check_paths(args) -> tuple[Path, Path, Path]:
     data_dir = Path(args.data_dir).expanduser() if args.data_dir else output / "data"
     if data_dir.exists() and not data_dir.is_dir():
         raise InputFileError(f"--data_dir={data_dir} is a file, not a directory", param="--data_dir")
+    if data_dir.is_dir():  # shards and a manifest are written there: never into someone else's directory
+        foreign = sorted(p.name for p in data_dir.iterdir()
+                         if not re.fullmatch(r"manifest\.json|shard_\d{5}\.pt|.*\.tmp", p.name))
+        if foreign:
+            raise InputFileError(f"--data_dir={data_dir} already holds other files ({', '.join(foreign[:3])}); the "
+                                 "distillation data (manifest.json, shard_*.pt) needs a new or empty directory, or an "
+                                 "earlier train-draft data directory", param="--data_dir")
     _writable_dir_or_creatable(data_dir, "--data_dir")
     checkpoint = Path(args.checkpoint).expanduser() if args.checkpoint else output / "checkpoint.pt"
     if checkpoint.is_dir():

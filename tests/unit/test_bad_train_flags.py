@@ -82,6 +82,8 @@ def test_bad_train_paths(tiny_llama_dir, tmp_path, capsys, monkeypatch):
     assert (foreign / "config.json").read_text() == '{"my": "settings"}'  # never clobbered
     refused(train(tmp_path, tiny_llama_dir, f"--data_dir={existing}"), capsys, monkeypatch, "--data_dir",
             contains=["is a file"])
+    refused(train(tmp_path, tiny_llama_dir, f"--data_dir={foreign}"), capsys, monkeypatch, "--data_dir",
+            contains=["already holds other files"])  # audit: shards were written into the user's directory
     (tmp_path / "ck").mkdir()
     refused(train(tmp_path, tiny_llama_dir, f"--checkpoint={tmp_path / 'ck'}"), capsys, monkeypatch, "--checkpoint",
             contains=["is a directory"])
