@@ -44,6 +44,8 @@ class LLM:
         requests are checked before any is queued (RequestError names the field)."""
         if not isinstance(chat, bool):
             raise RequestError(f"chat must be True or False, got {chat!r}", param="chat")
+        if not isinstance(use_tqdm, bool):
+            raise RequestError(f"use_tqdm must be True or False, got {use_tqdm!r}", param="use_tqdm")
         prompts = normalise_prompts(prompts)
         if isinstance(params, (list, tuple)):
             params_list = [check_params(p) for p in params]

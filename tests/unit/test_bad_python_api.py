@@ -118,6 +118,8 @@ PROMPT_CASES = [  # (prompts, generate kwargs, exception, param, text)
     ([-1, 5], {}, RequestError, "prompt", "outside the vocabulary"),
     ({"a"}, {}, RequestError, "prompt", "set"), ((x for x in ["a"]), {}, RequestError, "prompt", "generator"),
     ("hi", {"chat": None}, RequestError, "chat", "True or False"),
+    ("hi", {"use_tqdm": "yes"}, RequestError, "use_tqdm", "True or False"),
+    ("hi", {"params": True}, RequestError, "params", "SamplingParams"),
     (["hi"], {"params": []}, RequestError, "params", "0 SamplingParams"),
 ]
 
