@@ -91,3 +91,14 @@ def test_bench_serve_checks_its_outputs_before_sending(tmp_path, capsys, monkeyp
     earlier.write_text(json.dumps([{"label": "old"}]))
     refused(bench(f"--json_out={earlier}"), capsys, monkeypatch, "--base_url", contains=["cannot read /v1/models"])
     assert notes.read_text() == "my notes" and json.loads(earlier.read_text()) == [{"label": "old"}]
+
+
+def test_a_port_in_use_is_one_line_before_the_model_loads(tiny_llama_dir, capsys, monkeypatch):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        refused(["serve", f"--model={tiny_llama_dir}", f"--port={port}"], capsys, monkeypatch, f"--port={port}",
+                contains=["Address already in use", "--port=0"])
