@@ -158,6 +158,9 @@ def cmd_bench_serve(args: argparse.Namespace) -> int:
     warm, measured = prompts[:args.num_warmups], prompts[args.num_warmups:]
     rows = asyncio.run(_run(args, warm, measured, counts))
     print(table(rows))
+    failed = [(r, e) for r in rows for e in r["errors"]]
+    if failed:  # the reason, not only a count (a wrong --model fails every request with the same 400)
+        print(f"[adaspec] bench-serve: {len(failed)} request(s) failed; the first: {failed[0][1]}", file=sys.stderr)
     if args.json_out:
         import os
 

@@ -221,8 +221,13 @@ async def served_model(base_url: str, api_key: str | None) -> str:
     try:
         async with httpx.AsyncClient(timeout=30) as client:
             r = await client.get(base_url.rstrip("/") + "/v1/models", headers=headers)
+        if r.status_code == 401:
+            raise BenchError(f"--base_url={base_url}: the server answered 401 (unauthorised) for /v1/models; pass its key "
+                             "with --api_key" + (" (the one given was refused)" if api_key else ""), param="--api_key")
         r.raise_for_status()
         return r.json()["data"][0]["id"]
+    except BenchError:
+        raise
     except Exception as e:  # noqa: BLE001
         raise BenchError(f"--base_url={base_url}: cannot read /v1/models ({type(e).__name__}: {e}); start the "
                          "server first or pass --model", param="--base_url") from None

@@ -66,3 +66,22 @@ def test_bench_serve_refuses_bad_flags_before_sending(capsys):
     assert "--prompts=poetry" in capsys.readouterr().err
     assert main(["bench-serve", "--base_url=http://127.0.0.1:9", "--prompts=chat", "--num_prompts=1"]) == 2
     assert "cannot read /v1/models" in capsys.readouterr().err
+
+
+def test_failed_requests_are_explained_not_only_counted(url, capsys):
+    """Audit (issue 8/9): a wrong --model failed every request and printed only "0/2"."""
+    assert main(["bench-serve", f"--base_url={url}", "--model=wrong", "--prompts=chat", "--num_prompts=2",
+                 "--concurrency=1", "--max_tokens=4", "--num_warmups=0", "--progress=false"]) == 1
+    err = capsys.readouterr().err
+    assert "2 request(s) failed" in err and "model 'wrong' is not served here" in err
+
+
+def test_a_server_that_wants_a_key_is_named_in_one_line(tiny_llama_dir, capsys):
+    """A 401 from /v1/models said "start the server first"; it names --api_key now."""
+    config = EngineConfig(model=str(tiny_llama_dir), max_seqs_per_batch=1, max_model_len=64)
+    with serving(build_app(AsyncEngine(lambda: LLMEngine(config)), ServerSettings("tiny", "s3cret"))) as u:
+        for flags, extra in (([], ""), (["--api_key=wrong"], "the one given was refused")):
+            assert main(["bench-serve", f"--base_url={u}", "--prompts=chat", "--num_prompts=1", "--progress=false",
+                         *flags]) == 2
+            err = capsys.readouterr().err.strip().splitlines()[-1]
+            assert "401" in err and "--api_key" in err and extra in err and "start the server" not in err
