@@ -50,11 +50,7 @@ def cmd_generate(args, engine_config) -> int:
     prompts = read_prompts(args.prompt, args.prompts_file, args.chat)
     config = engine_config(args)
     checked = preflight(config, sampling=[params], sampling_names=SAMPLING_FLAGS)
-    notes = [*checked.warnings, *sampling_warnings(params)]
-    if params.max_tokens >= checked.max_model_len:
-        notes.append(f"--max_tokens={params.max_tokens} does not fit the context limit {checked.max_model_len} "
-                     "(--max_model_len) after the prompt: outputs stop at the limit (finish_reason=length)")
-    warn("generate", notes)
+    warn("generate", [*checked.warnings, *sampling_warnings(params)])
     tok = checked.tokenizer
     if args.chat and not tok.has_chat_template:
         raise NoChatTemplateError(f"--chat=true (the default) but the model at {checked.model_dir} has no chat "
@@ -68,6 +64,11 @@ def cmd_generate(args, engine_config) -> int:
         except RequestError as e:
             raise UserError(f"{p.origin}: {str(e).removeprefix('prompt: ')}", param=p.flag) from None
         encoded.append((ids, raw))
+    longest = max(len(ids) for ids, _ in encoded)
+    if longest + params.max_tokens > checked.max_model_len:  # per prompt: a long prompt leaves less room
+        warn("generate", [f"--max_tokens={params.max_tokens} does not fit the context limit {checked.max_model_len} "
+                          f"(--max_model_len) after the longest prompt ({longest} tokens): outputs stop at the limit "
+                          "(finish_reason=length)"])
     from ..engine.llm_engine import LLM
 
     llm = LLM(checked=checked)

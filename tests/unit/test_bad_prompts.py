@@ -108,3 +108,15 @@ def test_model_without_chat_template_names_chat_false(capsys, monkeypatch, tiny_
     for extra in d.glob("chat_template.*"):
         extra.unlink()
     refused(["generate", f"--model={d}", "--prompt=hi"], capsys, monkeypatch, "--chat", contains=["--chat=false"])
+
+
+def test_max_tokens_that_cannot_fit_after_a_long_prompt_is_warned(capsys):
+    """Audit (issue 8): the warning compared --max_tokens with the context alone, so a long prompt
+    that leaves too little room ran silently to finish_reason=length."""
+    from adaspec.cli import main
+
+    rc = main(gen("--max_model_len=32", "--chat=false", "--max_tokens=20", "--json", prompt="--prompt=" + "x" * 20))
+    out = capsys.readouterr()
+    assert rc == 0 and json.loads(out.out)["outputs"][0]["finish_reason"] == "length"
+    assert sum("--max_tokens=20 does not fit the context limit 32" in line and "longest prompt (21 tokens)" in line
+               for line in out.err.splitlines()) == 1, out.err
