@@ -331,6 +331,19 @@ class VerifyController:
         self.g_histogram[d.G] += 1
         return d.G
 
+    def predicts_gain(self, B: int, round_id: int | None = None, max_lens=None, kv_len: int | None = None) -> bool:
+        """Synchronous mode's draft gate (adaptive/floor.py): False when the lagged rounds predict that
+        no budget above B rows pays, so the round should skip the draft; True otherwise (no feedback
+        yet, no request bucket, outside the calibrated coverage: draft and admit as R-D3a says)."""
+        self.lagged.extend(P for P in self.feedback.release(round_id) if P.shape[0] > 0)
+        bcap = self.pad_requests(B)
+        if not self.lagged or bcap is None or bcap not in self.target_buckets or self._uncovered(bcap, kv_len):
+            return True
+        cap = None if max_lens is None else int(_caps(max_lens, B, self.width).sum())
+        d = budget_from_lagged(list(self.lagged), B, bcap, self.cost_ms, self.target_buckets,
+                               width=self.width, max_candidates=cap)
+        return d.reason != "argmax" or d.G > B
+
     def allocate(self, P: torch.Tensor, G: int, max_lens: torch.Tensor | None = None) -> torch.Tensor:
         """Device-side: verify lengths [B] inside budget G (no host sync)."""
         return allocate_in_budget(P, G, max_lens)

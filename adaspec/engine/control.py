@@ -20,6 +20,7 @@ from __future__ import annotations
 import sys
 import time
 
+from ..adaptive.floor import PlainFloor
 from ..adaptive.step_controller import DraftStepController, StepPolicy
 from ..adaptive.verify_controller import VerifyController
 from ..calibration.config import (
@@ -76,13 +77,17 @@ class AdaptiveControl:
         self.table = self._load_or_calibrate(cfg, progress)
         self.calibration_seconds = time.perf_counter() - t0
         self.step: DraftStepController | None = None
+        self.floor: PlainFloor | None = None
         self.verify: VerifyController | None = None
         if self.mode == "adaptive_draft_step":
             policy = self.table.metadata.calibration.get("policy") or {}
             self.step = DraftStepController(
                 self.width, StepPolicy(**policy) if policy else StepPolicy(), self.table.cost_ms,
                 self.geometry.pad_requests, lag=self.lag, covers=self.table.covers)
+            self.log(self.step.describe_exploration())
         else:
+            self.floor = PlainFloor()
+            self.log(self.floor.describe())
             self.verify = VerifyController(
                 self.width, self.table.cost_ms, self.geometry.pad_requests, dict(self.geometry.target_rows),
                 self.geometry.pad_rows, mode="async" if cfg.enable_schedule_overlap else "sync", lag=self.lag,
@@ -166,11 +171,17 @@ class AdaptiveControl:
         kv_len = max(r.num_computed for r in decoding)
         if self.step is not None:
             k = self.step.plan(B, round_id=round_id, kv_len=kv_len)
-            return RoundPlan(k, tuple(min(k, c) for c in caps), round_id=round_id)
+            return RoundPlan(k, tuple(min(k, c) for c in caps), round_id=round_id, probe=self.step.last_probe)
         if self.verify.mode == "async":
             G = self.verify.plan_budget(B, round_id=round_id, max_lens=list(caps), kv_len=kv_len)
-            return RoundPlan(self.width, caps, "budget", G, round_id)
-        return RoundPlan(self.width, caps, "sync", round_id=round_id)
+            verdict = self.floor.decide(G > B or self.verify.decisions[-1].reason.startswith("fallback"))
+            if verdict == "skip":  # the lagged budget admits no candidate: a plain round (floor.py)
+                return RoundPlan(0, (0,) * B, round_id=round_id)
+            return RoundPlan(self.width, caps, "budget", G, round_id, probe=verdict == "probe")
+        verdict = self.floor.decide(self.verify.predicts_gain(B, round_id=round_id, max_lens=list(caps), kv_len=kv_len))
+        if verdict == "skip":
+            return RoundPlan(0, (0,) * B, round_id=round_id)
+        return RoundPlan(self.width, caps, "sync", round_id=round_id, probe=verdict == "probe")
 
     def observe(self, result, round_id: int) -> None:
         """A completed round's result, as the normal result path delivered it (R-C4)."""
@@ -181,5 +192,5 @@ class AdaptiveControl:
 
     def summary(self) -> dict:
         if self.step is not None:
-            return {"chosen_k": dict(sorted(self.step.k_histogram.items()))}
-        return {"chosen_G": dict(sorted(self.verify.g_histogram.items()))}
+            return {"chosen_k": dict(sorted(self.step.k_histogram.items())), **self.step.exploration_summary()}
+        return {"chosen_G": dict(sorted(self.verify.g_histogram.items())), **self.floor.summary()}

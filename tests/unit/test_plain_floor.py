@@ -1,0 +1,107 @@
+"""The plain floor of adaptive target verify (issue 13, adaptive/floor.py; R-B2, R-D3, R-D4).
+
+- a round whose lagged budget admits no candidate skips the draft (async), and sync mode skips it
+  when the lagged rounds predict that no budget above B rows pays;
+- skipped rounds are plain rounds: the drafter is not called, its refresh is deferred, and greedy
+  output still equals plain greedy (with staggered arrivals, with and without schedule overlap);
+- exploration is bounded and counted: one probe after every `probe_interval` skipped rounds.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from adaspec.adaptive.floor import PlainFloor
+from adaspec.adaptive.verify_controller import VerifyController
+from staggered import run_staggered
+from test_adaptive_engine import PROMPTS, _engine, _mode_flags, cal_files, plain  # noqa: F401 (fixtures)
+
+
+def test_floor_skips_until_the_probe_interval_then_probes_once():
+    f = PlainFloor(probe_interval=3)
+    verdicts = [f.decide(False) for _ in range(9)]
+    assert verdicts == ["skip", "skip", "skip", "probe"] * 2 + ["skip"]
+    assert f.decide(True) == "draft" and f.decide(False) == "skip"  # a drafting round resets the streak
+    assert f.summary() == {"rounds": 11, "skipped_draft": 8, "probes": 2, "probe_share": 2 / 11}
+    assert "probe rate <= 25.0% of rounds" in f.describe()
+    assert PlainFloor(probe_interval=0).decide(False) == "skip"
+    with pytest.raises(ValueError, match="probe_interval"):
+        PlainFloor(probe_interval=-1)
+
+
+def _controller(extra_row_cost: float, mode: str = "sync") -> VerifyController:
+    # bcap 1, target buckets G = 1, 2, 6: G = 1 costs 1 ms, every bucket above it `extra_row_cost`
+    cost = lambda bcap, G: 1.0 if G == bcap else extra_row_cost  # noqa: E731
+    return VerifyController(5, cost, lambda B: 1 if B == 1 else None, {1: [1, 2, 6]}, mode=mode, lag=1)
+
+
+def test_sync_gate_predicts_from_lagged_rounds_only():
+    ctrl = _controller(extra_row_cost=10.0)
+    assert ctrl.predicts_gain(1, round_id=0)  # no feedback yet: draft, admit as R-D3a says
+    ctrl.observe(np.full((1, 5), 0.9), round_id=0)
+    assert ctrl.predicts_gain(1, round_id=0)  # round 0 is not visible while planning round 0
+    assert not ctrl.predicts_gain(1, round_id=1)  # (1 + 0.9) / 10 < 1 / 1: no budget above B pays
+    cheap = _controller(extra_row_cost=1.2)
+    cheap.observe(np.full((1, 5), 0.9), round_id=0)
+    assert cheap.predicts_gain(1, round_id=1)  # (1 + 0.9) / 1.2 > 1
+    assert cheap.predicts_gain(3, round_id=1)  # no request bucket for 3: draft (full-width fallback)
+
+
+class CountingDrafter:
+    """Wraps the replay drafter and counts the proposing calls (refresh-only calls would be counted too)."""
+
+    def __init__(self, inner):
+        self.inner, self.calls, self.steps = inner, 0, []
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def draft(self, batch):
+        self.calls += 1
+        self.steps.append(batch.num_steps)
+        return self.inner.draft(batch)
+
+
+@pytest.mark.parametrize("mode", ["verify_sync", "verify_async"])
+def test_skipped_rounds_do_not_draft_and_greedy_stays_exact(tiny_llama_dir, plain, linear_backend,  # noqa: F811
+                                                           cal_files, mode):  # noqa: F811
+    params, ref = plain
+    llm = _engine(tiny_llama_dir, [o.prompt_token_ids + o.token_ids for o in ref], linear_backend=linear_backend,
+                  **_mode_flags(mode, cal_files))
+    eng = llm.engine
+    # a cost table under which no verified row ever pays: every round after the first drafted one skips
+    eng.control.verify.cost_ms = lambda bcap, G: 1.0 if G == bcap else 1e6
+    eng.control.floor.probe_interval = 4
+    counting = CountingDrafter(eng.rounds.drafter)
+    eng.rounds.drafter = counting
+    done = run_staggered(eng, PROMPTS, params)
+    for i, r in enumerate(ref):
+        assert done[i].token_ids == r.token_ids, (mode, i)
+    s = eng.control.floor.summary()
+    assert s["skipped_draft"] > 0 and s["probes"] > 0
+    assert s["probes"] <= s["rounds"] / 5 + 1  # at most one probe per 4 skipped rounds
+    assert counting.calls == s["rounds"] - s["skipped_draft"]  # skipped rounds never reach the drafter
+    assert all(k == eng.num_draft_tokens for k in counting.steps)  # no refresh-only calls: refresh is deferred
+    assert eng.control.summary()["probes"] == s["probes"]
+
+
+@pytest.mark.parametrize("mode", ["draft_step", "draft_step_overlap"])
+def test_k_zero_rounds_do_not_call_the_drafter(tiny_llama_dir, plain, linear_backend, cal_files, mode):  # noqa: F811
+    """k = 0 is a plain round: no refresh-only draft call (the refresh waits for the next drafting round)."""
+    params, ref = plain
+    llm = _engine(tiny_llama_dir, [o.prompt_token_ids + o.token_ids for o in ref], linear_backend=linear_backend,
+                  **_mode_flags(mode, cal_files))
+    eng = llm.engine
+    step = eng.control.step
+    step.cost_ms = lambda bcap, k: 1.0 if k == 0 else 1e6  # speculation never pays: cold start picks k = 0
+    step._tables.clear()
+    step._cold, step.probe_interval = True, 6
+    counting = CountingDrafter(eng.rounds.drafter)
+    eng.rounds.drafter = counting
+    done = run_staggered(eng, PROMPTS, params)
+    for i, r in enumerate(ref):
+        assert done[i].token_ids == r.token_ids, (mode, i)
+    assert step.decisions[0].reason.startswith("cold start") and step.decisions[0].k == 0
+    assert step.probe_rounds > 0 and counting.calls == step.probe_rounds  # only probes draft
+    assert all(k == step.k_max for k in counting.steps)
