@@ -12,7 +12,15 @@ Which rounds skip is decided before the round, from lagged feedback only:
 - sync (R-D3a): admission needs the current round's scores, so the draft must run to admit
   anything. The gate predicts from the newest lagged rounds with the async estimator
   (`budget_from_lagged`, the same cost table): if even the best budget adds no row, the round
-  is predicted to lose and skips the draft. Rounds that draft are admitted exactly as before.
+  is predicted to lose and skips the draft. Rounds that draft are admitted exactly as before
+  (the draft is then paid for, so the early stop compares with the drafted G = B cost).
+
+Every table cell G >= B is a round *with* the full draft. The calibration therefore also measures
+one plain round per request bucket (`CostTable.plain_cost_ms`, metadata `plain_ms`), and the
+budget estimator counts "do not draft" as one more candidate, B / plain_ms: the floor skips the
+draft whenever a plain round is predicted at least as fast as every budget, not only when no row
+is admitted. Tables written before this have no plain costs: the plain round is then charged the
+drafted G = B cost, a conservative floor (the log says so).
 
 A skipped round yields no scores, so the lagged estimate would freeze at "do not speculate".
 Exploration is bounded and counted: after `probe_interval` consecutive skipped rounds the next
@@ -56,11 +64,11 @@ class PlainFloor:
 
     def describe(self) -> str:
         if not self.probe_interval:
-            return ("[adaspec] plain floor: rounds whose lagged budget admits no candidate skip the draft "
-                    "(plain rounds); no probes (probe_interval 0)")
+            return ("[adaspec] plain floor: rounds predicted (from lagged feedback) to gain nothing from a draft "
+                    "skip it (plain rounds); no probes (probe_interval 0)")
         share = 100.0 / (self.probe_interval + 1)
-        return (f"[adaspec] plain floor: rounds whose lagged budget admits no candidate skip the draft "
-                f"(plain rounds); one probe round drafts after every {self.probe_interval} skipped rounds "
+        return (f"[adaspec] plain floor: rounds predicted (from lagged feedback) to gain nothing from a draft "
+                f"skip it (plain rounds); one probe round drafts after every {self.probe_interval} skipped rounds "
                 f"to refresh the estimate (probe rate <= {share:.1f}% of rounds)")
 
     def summary(self) -> dict:

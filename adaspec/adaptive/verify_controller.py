@@ -190,10 +190,15 @@ def budget_from_lagged(
     *,
     width: int | None = None,
     max_candidates: int | None = None,
+    plain_cost: float | None = None,
 ) -> BudgetDecision:
     """R-D4: G = argmax over every prepared bucket G >= B of predicted throughput from lagged path
     probabilities (no early stop). `width` is needed only when `lagged_P` is empty; the optional
-    `max_candidates` caps the drafts that can be verified (e.g. requests near max_tokens)."""
+    `max_candidates` caps the drafts that can be verified (e.g. requests near max_tokens).
+
+    With `plain_cost` (ms of a plain round at this bucket, no draft: the plain floor, issue 13) not
+    drafting at all is one more candidate, B / plain_cost; when it wins (ties included: same
+    predicted throughput, no draft) the decision is G = B with reason "plain"."""
     if bcap not in target_buckets:
         raise ValueError(f"request bucket {bcap} has no prepared target buckets")
     buckets = sorted(target_buckets[bcap])
@@ -215,6 +220,8 @@ def budget_from_lagged(
             return BudgetDecision(full, {}, f"fallback: cost not covered at bcap={bcap}, G={G}; full width")
         predicted[G] = (B + S[min(G - B, n_max)]) / c
     G = max(predicted, key=lambda g: (predicted[g], -g))
+    if plain_cost is not None and plain_cost > 0 and B / plain_cost >= predicted[G]:
+        return BudgetDecision(B, {**predicted, 0: B / plain_cost}, "plain")
     return BudgetDecision(G, predicted, "argmax")
 
 
@@ -280,6 +287,7 @@ class VerifyController:
         budget_window: int = 1,
         covers: Callable[[int, "int | None"], bool] | None = None,
         history: int = 1024,
+        plain_ms: Callable[[int, "int | None"], "float | None"] | None = None,
     ):
         if mode not in ("sync", "async"):
             raise ValueError(f"mode must be 'sync' or 'async', got {mode!r}")
@@ -289,6 +297,7 @@ class VerifyController:
             raise ValueError(f"budget_window must be >= 1, got {budget_window}")
         self.width, self.mode = width, mode
         self.cost_ms, self.pad_requests, self.covers = cost_ms, pad_requests, covers
+        self.plain_ms = plain_ms  # (bcap, kv_len) -> ms of a plain round, or None (adaptive/floor.py)
         self.target_buckets = {int(b): sorted(g) for b, g in target_buckets.items()}
         self.pad_rows = pad_rows or (lambda bcap, rows: first_covering(self.target_buckets.get(bcap, ()), rows))
         self.feedback: LaggedFeedback[np.ndarray] = LaggedFeedback(lag)
@@ -326,8 +335,9 @@ class VerifyController:
             d = BudgetDecision(full_width_rows(B, self.width, self.target_buckets[bcap]), {}, why)
         else:
             d = budget_from_lagged(list(self.lagged), B, bcap, self.cost_ms, self.target_buckets,
-                                   width=self.width, max_candidates=cap)
-        self.decisions.append(VerifyDecision(round_id, B, bcap, "async", d.G, d.reason, d.predicted.get(d.G)))
+                                   width=self.width, max_candidates=cap, plain_cost=self._plain(bcap, kv_len))
+        self.decisions.append(VerifyDecision(round_id, B, bcap, "async", d.G, d.reason,
+                                             d.predicted.get(0 if d.reason == "plain" else d.G)))
         self.g_histogram[d.G] += 1
         return d.G
 
@@ -341,8 +351,11 @@ class VerifyController:
             return True
         cap = None if max_lens is None else int(_caps(max_lens, B, self.width).sum())
         d = budget_from_lagged(list(self.lagged), B, bcap, self.cost_ms, self.target_buckets,
-                               width=self.width, max_candidates=cap)
-        return d.reason != "argmax" or d.G > B
+                               width=self.width, max_candidates=cap, plain_cost=self._plain(bcap, kv_len))
+        return d.reason.startswith("fallback") or (d.reason == "argmax" and d.G > B)
+
+    def _plain(self, bcap: int, kv_len: int | None) -> float | None:
+        return self.plain_ms(bcap, kv_len) if self.plain_ms is not None else None
 
     def allocate(self, P: torch.Tensor, G: int, max_lens: torch.Tensor | None = None) -> torch.Tensor:
         """Device-side: verify lengths [B] inside budget G (no host sync)."""

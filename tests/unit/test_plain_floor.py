@@ -105,3 +105,34 @@ def test_k_zero_rounds_do_not_call_the_drafter(tiny_llama_dir, plain, linear_bac
     assert step.decisions[0].reason.startswith("cold start") and step.decisions[0].k == 0
     assert step.probe_rounds > 0 and counting.calls == step.probe_rounds  # only probes draft
     assert all(k == step.k_max for k in counting.steps)
+
+
+def test_budget_counts_not_drafting_as_a_candidate_when_the_plain_cost_is_known():
+    """The drafted G = B cell includes the draft; a plain round costs less, and can win."""
+    from adaspec.adaptive.verify_controller import budget_from_lagged
+
+    lagged = [np.full((1, 5), 0.3)]
+    cost = lambda bcap, G: {1: 1.2, 2: 1.25, 6: 3.0}[G]  # noqa: E731 - G = 1 drafts and verifies nothing
+    d = budget_from_lagged(lagged, 1, 1, cost, {1: [1, 2, 6]})
+    assert d.reason == "argmax" and d.G == 2  # (1 + 0.3) / 1.25 beats 1 / 1.2 without a plain cost
+    d = budget_from_lagged(lagged, 1, 1, cost, {1: [1, 2, 6]}, plain_cost=0.75)
+    assert d.reason == "plain" and d.G == 1 and d.predicted[0] == pytest.approx(1 / 0.75)
+    d = budget_from_lagged(lagged, 1, 1, cost, {1: [1, 2, 6]}, plain_cost=1.0)
+    assert d.reason == "argmax" and d.G == 2  # 1.04 tokens/ms beats the plain 1.0
+
+
+def test_calibration_measures_plain_rounds_for_adaptive_verify(tiny_llama_dir, plain, linear_backend,  # noqa: F811
+                                                              cal_files, tmp_path):  # noqa: F811
+    import json
+
+    params, ref = plain
+    out = tmp_path / "t.json"
+    llm = _engine(tiny_llama_dir, [], linear_backend=linear_backend, adaptive_target_verify_cost_table_output=str(out),
+                  **_mode_flags("verify_sync", cal_files))
+    table = llm.engine.control.table
+    assert sorted(table.metadata.plain_ms) == table.metadata.request_buckets == [1, 2, 4]
+    assert all(v > 0 for v in table.metadata.plain_ms.values())
+    assert all(x > 0 for xs in table.metadata.grid.values() for x in xs)  # the plain points are not grid cells
+    assert table.plain_cost_ms(2) == table.metadata.plain_ms[2] and table.plain_cost_ms(8) is None
+    saved = json.loads(out.read_text())["metadata"]["plain_ms"]
+    assert {int(b) for b in saved} == {1, 2, 4}
