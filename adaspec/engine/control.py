@@ -87,25 +87,37 @@ class AdaptiveControl:
         self.table = self._load_or_calibrate(cfg, progress)
         self.calibration_seconds = time.perf_counter() - t0
         self.step: DraftStepController | None = None
-        self.floor: PlainFloor | None = None
         self.verify: VerifyController | None = None
+        self.floor: PlainFloor | None = None
+        self.reset(log=True)
+
+    def reset(self, log: bool = False) -> None:
+        """(Re)build the controllers from the installed table: same table, policy, geometry and lag, no
+        feedback. Public so that benchmarks and tests start every run from the same cold state; the
+        engine's round runner is pointed at the new verify controller."""
+        cfg = self.engine.config
         if self.mode == "adaptive_draft_step":
             policy = self.table.metadata.calibration.get("policy") or {}
             self.step = DraftStepController(
                 self.width, StepPolicy(**policy) if policy else StepPolicy(), self.table.cost_ms,
                 self.geometry.pad_requests, lag=self.lag, covers=self.table.covers)
-            self.log(self.step.describe_exploration())
+            if log:
+                self.log(self.step.describe_exploration())
         else:
             self.floor = PlainFloor()
-            self.log(self.floor.describe())
             self.verify = VerifyController(
                 self.width, self.table.cost_ms, self.geometry.pad_requests, dict(self.geometry.target_rows),
                 self.geometry.pad_rows, mode="async" if cfg.enable_schedule_overlap else "sync", lag=self.lag,
                 covers=self.table.covers, plain_ms=self.table.plain_cost_ms)
-            if not self.table.metadata.plain_ms:
-                self.log("[adaspec] plain floor: this cost table has no plain-round costs (written before issue 13): "
-                         "a plain round is charged the drafted G = B cost, so the floor skips the draft less often "
-                         "than it should; recalibrate to measure them")
+            rounds = getattr(self.engine, "rounds", None)
+            if rounds is not None and rounds.verify_controller is not None:
+                rounds.verify_controller = self.verify
+            if log:
+                self.log(self.floor.describe())
+                if not self.table.metadata.plain_ms:
+                    self.log("[adaspec] plain floor: this cost table has no plain-round costs (written before "
+                             "issue 13): a plain round is charged the drafted G = B cost, so the floor skips the "
+                             "draft less often than it should; recalibrate to measure them")
 
     # ---- start-up ------------------------------------------------------------------------------
     def _warmup_shapes(self):
