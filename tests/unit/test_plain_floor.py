@@ -136,3 +136,33 @@ def test_calibration_measures_plain_rounds_for_adaptive_verify(tiny_llama_dir, p
     assert table.plain_cost_ms(2) == table.metadata.plain_ms[2] and table.plain_cost_ms(8) is None
     saved = json.loads(out.read_text())["metadata"]["plain_ms"]
     assert {int(b) for b in saved} == {1, 2, 4}
+
+
+@pytest.mark.parametrize("mode", ["verify_sync", "verify_async", "draft_step"])
+def test_seeded_random_requests_through_skipped_rounds_equal_seeded_plain(tiny_llama_dir, linear_backend,
+                                                                         cal_files, mode):  # noqa: F811
+    """R-B3 / R-B5 in the new path: seeded random requests sample exactly what seeded plain samples,
+    whether a round skipped its draft, probed, or drafted (the distribution is the target's: every
+    token is a plain-decode sample)."""
+    from adaspec.engine.llm_engine import LLM
+    from adaspec.sampling_params import SamplingParams
+
+    params = [SamplingParams(temperature=0.8, top_k=20, top_p=0.95, max_tokens=12, ignore_eos=True, seed=7 + i)
+              for i in range(len(PROMPTS))]
+    plain_llm = LLM(str(tiny_llama_dir), max_seqs_per_batch=4, max_num_batched_tokens=32, max_model_len=320,
+                    linear_backend=linear_backend)
+    ref = plain_llm.generate(PROMPTS, params)
+    llm = _engine(tiny_llama_dir, [o.prompt_token_ids + o.token_ids for o in ref], linear_backend=linear_backend,
+                  **_mode_flags(mode, cal_files))
+    ctl = llm.engine.control
+    if ctl.verify is not None:
+        ctl.verify.cost_ms = lambda bcap, G: 1.0 if G == bcap else 1e6
+        ctl.floor.probe_interval = 3
+    else:
+        ctl.step.cost_ms = lambda bcap, k: 1.0 if k == 0 else 1e6
+        ctl.step._tables.clear()
+        ctl.step._cold, ctl.step.probe_interval = True, 3
+    done = run_staggered(llm.engine, PROMPTS, params)
+    assert [done[i].token_ids for i in range(len(PROMPTS))] == [r.token_ids for r in ref]
+    summary = ctl.summary()
+    assert summary["probes"] > 0 and (ctl.verify is None or summary["skipped_draft"] > 0)
