@@ -166,3 +166,32 @@ def test_seeded_random_requests_through_skipped_rounds_equal_seeded_plain(tiny_l
     assert [done[i].token_ids for i in range(len(PROMPTS))] == [r.token_ids for r in ref]
     summary = ctl.summary()
     assert summary["probes"] > 0 and (ctl.verify is None or summary["skipped_draft"] > 0)
+
+
+def test_metrics_count_probe_and_plain_rounds_of_an_adaptive_engine(tiny_llama_dir, plain, linear_backend,  # noqa: F811
+                                                                    cal_files):  # noqa: F811
+    """Issue 13: the share of probe rounds is in /metrics (probe / adaptive rounds), beside plain rounds."""
+    from types import SimpleNamespace
+
+    from adaspec.metrics.prometheus import ServerMetrics
+
+    params, ref = plain
+    llm = _engine(tiny_llama_dir, [o.prompt_token_ids + o.token_ids for o in ref], linear_backend=linear_backend,
+                  **_mode_flags("verify_sync", cal_files))
+    eng = llm.engine
+    eng.control.verify.cost_ms = lambda bcap, G: 1.0 if G == bcap else 1e6
+    eng.control.floor.probe_interval = 4
+    fake = SimpleNamespace(engine=eng, observers=[], on_output=None, on_failed=None, num_waiting=0)
+    m = ServerMetrics()
+    m.bind(fake)
+    eng.round_observers.extend(fake.observers)
+    run_staggered(eng, PROMPTS, params)
+    text = m.render().decode()
+
+    def value(name):
+        return float(next(line.split()[-1] for line in text.splitlines() if line.startswith(name + " ")))
+
+    s = eng.control.floor.summary()
+    assert value("adaspec:adaptive_rounds_total") == s["rounds"]
+    assert value("adaspec:adaptive_probe_rounds_total") == s["probes"] > 0
+    assert value("adaspec:adaptive_plain_rounds_total") == s["skipped_draft"] > 0
