@@ -301,6 +301,7 @@ class VerifyController:
         self.target_buckets = {int(b): sorted(g) for b, g in target_buckets.items()}
         self.pad_rows = pad_rows or (lambda bcap, rows: first_covering(self.target_buckets.get(bcap, ()), rows))
         self.feedback: LaggedFeedback[np.ndarray] = LaggedFeedback(lag)
+        self._memo: dict[tuple, BudgetDecision] = {}
         self.lagged: deque[np.ndarray] = deque(maxlen=budget_window)  # newest visible rounds' P
         self.decisions: deque[VerifyDecision] = deque(maxlen=history)
         self.g_histogram: Counter[int] = Counter()
@@ -319,7 +320,7 @@ class VerifyController:
         """Padded target rows G for round `round_id`, decided before its draft runs (R-D4)."""
         if B < 1:
             raise ValueError(f"batch size must be >= 1, got {B}")
-        self.lagged.extend(P for P in self.feedback.release(round_id) if P.shape[0] > 0)
+        self._take_feedback(round_id)
         bcap = self.pad_requests(B)
         if bcap is None or bcap not in self.target_buckets:
             # more requests than the largest prepared bucket (e.g. --graph_decode_batch_sizes below
@@ -334,25 +335,44 @@ class VerifyController:
         if why is not None:
             d = BudgetDecision(full_width_rows(B, self.width, self.target_buckets[bcap]), {}, why)
         else:
-            d = budget_from_lagged(list(self.lagged), B, bcap, self.cost_ms, self.target_buckets,
-                                   width=self.width, max_candidates=cap, plain_cost=self._plain(bcap, kv_len))
+            d = self._budget(B, bcap, cap, kv_len) if self.lagged else budget_from_lagged(
+                [], B, bcap, self.cost_ms, self.target_buckets, width=self.width, max_candidates=cap)
         self.decisions.append(VerifyDecision(round_id, B, bcap, "async", d.G, d.reason,
                                              d.predicted.get(0 if d.reason == "plain" else d.G)))
-        self.g_histogram[d.G] += 1
+        if d.reason.startswith("fallback") or (d.reason == "argmax" and d.G > B):
+            self.g_histogram[d.G] += 1  # rounds that skip the draft (the plain floor) choose no G
         return d.G
 
     def predicts_gain(self, B: int, round_id: int | None = None, max_lens=None, kv_len: int | None = None) -> bool:
         """Synchronous mode's draft gate (adaptive/floor.py): False when the lagged rounds predict that
         no budget above B rows pays, so the round should skip the draft; True otherwise (no feedback
         yet, no request bucket, outside the calibrated coverage: draft and admit as R-D3a says)."""
-        self.lagged.extend(P for P in self.feedback.release(round_id) if P.shape[0] > 0)
+        self._take_feedback(round_id)
         bcap = self.pad_requests(B)
         if not self.lagged or bcap is None or bcap not in self.target_buckets or self._uncovered(bcap, kv_len):
             return True
         cap = None if max_lens is None else int(_caps(max_lens, B, self.width).sum())
-        d = budget_from_lagged(list(self.lagged), B, bcap, self.cost_ms, self.target_buckets,
-                               width=self.width, max_candidates=cap, plain_cost=self._plain(bcap, kv_len))
+        d = self._budget(B, bcap, cap, kv_len)
         return d.reason.startswith("fallback") or (d.reason == "argmax" and d.G > B)
+
+    def _take_feedback(self, round_id: int | None) -> None:
+        new = [P for P in self.feedback.release(round_id) if P.shape[0] > 0]
+        if new:
+            self.lagged.extend(new)
+            self._memo.clear()  # the estimate changed
+
+    def _budget(self, B: int, bcap: int, cap: int | None, kv_len: int | None) -> BudgetDecision:
+        """budget_from_lagged, memoised until new feedback arrives (a pure function of its inputs; the
+        plain cost depends on kv_len only through coverage, which the caller has checked)."""
+        key = (B, bcap, cap)
+        d = self._memo.get(key)
+        if d is None:
+            d = budget_from_lagged(list(self.lagged), B, bcap, self.cost_ms, self.target_buckets,
+                                   width=self.width, max_candidates=cap, plain_cost=self._plain(bcap, kv_len))
+            if len(self._memo) > 256:
+                self._memo.clear()
+            self._memo[key] = d
+        return d
 
     def _plain(self, bcap: int, kv_len: int | None) -> float | None:
         return self.plain_ms(bcap, kv_len) if self.plain_ms is not None else None

@@ -214,6 +214,7 @@ class AdaptiveControl:
                 return RoundPlan(0, (0,) * B, round_id=round_id)
             if verdict == "probe":  # draft at the cheapest prepared budget: fresh scores for the estimate
                 G = self.geometry.pad_rows(self.geometry.pad_requests(B), B)
+                self.verify.g_histogram[G] += 1
             return RoundPlan(self.width, caps, "budget", G, round_id, probe=verdict == "probe")
         verdict = self.floor.decide(self.verify.predicts_gain(B, round_id=round_id, max_lens=list(caps), kv_len=kv_len))
         if verdict == "skip":
