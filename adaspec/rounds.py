@@ -21,6 +21,9 @@ class RoundPlan:
     admission: str = "fixed"
     row_budget: int | None = None  # padded target rows G for "budget"
     round_id: int | None = None
+    # a round the controller runs only to keep its acceptance estimate alive (issue 13: bounded,
+    # counted exploration; metrics `<ns>:adaptive_probe_rounds_total`)
+    probe: bool = False
 
     @staticmethod
     def plain(num_decoding: int) -> "RoundPlan":

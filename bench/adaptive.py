@@ -14,18 +14,11 @@ also MTP w=5 full width), `mtp_step` (adaptive draft step), and per verify famil
 {`dspark7`, `mtp5`}: `F_full`, `F_L1`..`F_L{w-1}`, `F_sync`, `F_async`, `F_oracle`
 (`mtp5_full` is the `mtp_k5` engine, measured once).
 
-Bench-side hooks (nothing in adaspec/ is changed):
-- fixed verify length L: the full-width engine's `plan` is wrapped to return
-  `RoundPlan(w, min(L, cap) per request)`;
-- oracle: first the plain engine serves the stream (the greedy reference continuation of every
-  prompt); then the full-width engine runs with `RoundPlan(w, caps, "sync")`, a drafter wrapper that
-  records the round's drafted tokens, and an admission object with the `admit(P, round_id=,
-  max_lens=, kv_len=)` method `RoundRunner._admit` calls in "sync" mode, which verifies exactly the
-  longest drafted prefix that matches the reference (so every verified row is accepted, in float32);
-- controller time: the adaptive engine's `control.plan`, `control.observe` and the verify
-  controller's `admit` / `allocate` are wrapped with timers; share = their time / run time;
-- controllers are rebuilt fresh (same table and policy) before every run (--reset_controllers),
-  so a run does not start from another stream's feedback.
+Baselines that are not product modes (fixed verify length L, the oracle) and the controller timers
+use the engine's public injection points (`LLMEngine.plan_transform`, the round runner's drafter
+and admission objects, `AdaptiveControl.reset()`): bench/adaptive_hooks.py. Controllers are rebuilt
+cold (same table and policy) before every run (--reset_controllers), so a run does not start from
+another stream's feedback. Tables and plots: bench/adaptive_report.py.
 
 Calibration: adaptive engines calibrate at start-up. The bench gives them a small explicit
 calibration (--calibration_json; default written by the bench: request buckets = batch sizes, one
@@ -51,49 +44,16 @@ import json
 import sys
 import tempfile
 import time
-from collections import Counter
 from pathlib import Path
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import common  # noqa: E402
-from bench.common import fmt, fmt_hist, fmt_ratio, log, markdown_table, median  # noqa: E402
-
-VERIFY_FAMILIES = {"dspark7": ("DSpark", 7), "mtp5": ("MTP", 5)}
-
-
-# ---- configuration names ----------------------------------------------------------------------------
-def all_configs(k_max: int) -> list[str]:
-    names = ["plain"] + [f"mtp_k{k}" for k in range(1, k_max + 1)] + ["mtp_step"]
-    for fam, (_, w) in VERIFY_FAMILIES.items():
-        names += [f"{fam}_full"] + [f"{fam}_L{L}" for L in range(1, w)] + [f"{fam}_sync", f"{fam}_async", f"{fam}_oracle"]
-    return names
-
-
-def config_kind(name: str) -> dict:
-    """What a configuration name means: engine, hook, family."""
-    if name == "plain":
-        return {"engine": "plain", "hook": None, "family": None}
-    if name.startswith("mtp_k"):
-        return {"engine": name, "hook": None, "family": "mtp_step"}
-    if name == "mtp_step":
-        return {"engine": "mtp_step", "hook": None, "family": "mtp_step"}
-    fam, _, rest = name.partition("_")
-    if fam not in VERIFY_FAMILIES:
-        raise SystemExit(f"--configs: unknown configuration {name!r}")
-    w = VERIFY_FAMILIES[fam][1]
-    full_engine = f"mtp_k{w}" if fam == "mtp5" else f"{fam}_full"
-    if rest == "full":
-        return {"engine": full_engine, "hook": None, "family": fam}
-    if rest in ("sync", "async"):
-        return {"engine": name, "hook": None, "family": fam}
-    if rest == "oracle":
-        return {"engine": full_engine, "hook": ("oracle", None), "family": fam}
-    if rest.startswith("L") and rest[1:].isdigit() and 1 <= int(rest[1:]) < w:
-        return {"engine": full_engine, "hook": ("prefix", int(rest[1:])), "family": fam}
-    raise SystemExit(f"--configs: unknown configuration {name!r}")
-
+from bench.adaptive_configs import VERIFY_FAMILIES, all_configs, config_kind  # noqa: E402
+from bench.adaptive_hooks import measure  # noqa: E402
+from bench.adaptive_report import plot, print_tables, summarize_cell, target_rows  # noqa: E402
+from bench.common import fmt_hist, log  # noqa: E402
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
@@ -111,6 +71,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="prompts per stream; a stream has max(num_prompts, B) prompts")
     p.add_argument("--max_tokens", type=int, default=48, help="new tokens per request at most (greedy)")
     p.add_argument("--ignore_eos", action="store_true", help="generate exactly --max_tokens tokens per request")
+    p.add_argument("--temperature", type=float, default=0.0,
+                   help="0 = greedy; > 0: random sampling with per-request seeds (seeded output is reproduced "
+                        "exactly under speculation, so '= plain' and the oracle still apply)")
     p.add_argument("--repeats", type=int, default=1,
                    help="measurements per configuration and cell, alternating the order; medians are reported")
     p.add_argument("--prompt_tokens", type=int, default=192, help="prompts are cut to this many tokens")
@@ -151,6 +114,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     args.batch_sizes = sorted(common.parse_list(args.batch_sizes, int, name="batch_sizes"))
     args.dtypes = common.parse_list(args.dtypes, str, ("float32", "bfloat16"), name="dtypes")
     args.sources = common.parse_list(args.sources, str, ("code", "chat", "prose", "mixed"), name="sources")
+    if not (args.temperature >= 0 and args.temperature < float("inf")):
+        p.error(f"--temperature must be a finite number >= 0, got {args.temperature}")
     for name in ("num_prompts", "max_tokens", "repeats", "threads", "prompt_tokens", "k_max"):
         if getattr(args, name) < 1:
             p.error(f"--{name} must be >= 1")
@@ -263,362 +228,6 @@ def build_engines(args, dtype: str, files: dict, table_dir: Path) -> tuple[dict,
     return engines, calib
 
 
-# ---- bench-side hooks -----------------------------------------------------------------------------------
-class RecordingDrafter:
-    """Delegates to the engine's drafter and keeps the last round's (DraftBatch, DraftOutput)."""
-
-    def __init__(self, inner):
-        self.inner = inner
-        self.last = None
-
-    def __getattr__(self, name):
-        return getattr(self.inner, name)
-
-    def draft(self, batch):
-        out = self.inner.draft(batch)
-        self.last = (batch, out)
-        return out
-
-
-class OracleAdmission:
-    """Sync-mode admission that verifies exactly the drafted prefix matching the greedy reference."""
-
-    def __init__(self, engine, recorder: RecordingDrafter, reference: dict[tuple, list[int]]):
-        self.engine, self.recorder, self.reference = engine, recorder, reference
-        self.missing = 0
-
-    def admit(self, P, round_id=None, max_lens=None, kv_len=None) -> list[int]:
-        batch, out = self.recorder.last
-        drafted = out.tokens.tolist()
-        by_slot = {r.slot: r for r in self.engine.requests.values() if r.slot is not None and not r.finished}
-        lens = []
-        for b, slot in enumerate(batch.slots):
-            req = by_slot[slot]
-            ref = self.reference.get(tuple(req.prompt_token_ids))
-            cap = len(drafted[b]) if max_lens is None else int(max_lens[b])
-            j0, m = len(req.output_token_ids), 0  # next output index: the first drafted token's place
-            if ref is None:
-                self.missing += 1
-            else:
-                while m < cap and j0 + m < len(ref) and drafted[b][m] == ref[j0 + m]:
-                    m += 1
-            lens.append(m)
-        return lens
-
-
-class Hook:
-    """Install a fixed-prefix or oracle plan on a full-width engine for one run (context manager)."""
-
-    def __init__(self, llm, kind: str, L: int | None = None, reference: dict | None = None):
-        self.llm, self.kind, self.L, self.reference = llm, kind, L, reference
-
-    def __enter__(self):
-        from adaspec.rounds import RoundPlan
-
-        eng = self.llm.engine
-        orig = type(eng).plan
-        if self.kind == "prefix":
-            L = self.L
-
-            def plan(batch, round_id=None):
-                p = orig(eng, batch, round_id)
-                if not p.num_steps:
-                    return p
-                return RoundPlan(p.num_steps, tuple(min(L, c) for c in p.verify_lens), round_id=p.round_id)
-        else:
-            self.recorder = RecordingDrafter(eng.rounds.drafter)
-            eng.rounds.drafter = self.recorder
-            self.oracle = OracleAdmission(eng, self.recorder, self.reference)
-            eng.rounds.verify_controller = self.oracle
-
-            def plan(batch, round_id=None):
-                p = orig(eng, batch, round_id)
-                if not p.num_steps:
-                    return p
-                return RoundPlan(p.num_steps, p.verify_lens, "sync", round_id=p.round_id)
-        eng.plan = plan
-        return self
-
-    def __exit__(self, *exc):
-        eng = self.llm.engine
-        del eng.plan
-        if self.kind == "oracle":
-            eng.rounds.drafter = self.recorder.inner
-            eng.rounds.verify_controller = None
-        return False
-
-
-class ControllerTimer:
-    """Wraps the adaptive controller's entry points (plan, observe, admit, allocate) with timers."""
-
-    def __init__(self, llm):
-        self.seconds, self.calls = 0.0, 0
-        ctl = llm.engine.control
-        self._wrap(ctl, "plan")
-        self._wrap(ctl, "observe")
-        if ctl.verify is not None:
-            self._wrap(ctl.verify, "admit")
-            self._wrap(ctl.verify, "allocate")
-
-    def _wrap(self, obj, name):
-        f = getattr(obj, name)
-
-        def timed(*a, **k):
-            t0 = time.perf_counter()
-            try:
-                return f(*a, **k)
-            finally:
-                self.seconds += time.perf_counter() - t0
-                self.calls += 1
-
-        setattr(obj, name, timed)
-
-
-def fresh_controllers(llm) -> None:
-    """New controllers with the same table, policy, geometry and lag (no feedback from earlier runs)."""
-    from adaspec.adaptive.step_controller import DraftStepController
-    from adaspec.adaptive.verify_controller import VerifyController
-
-    eng = llm.engine
-    ctl = eng.control
-    if ctl.step is not None:
-        s = ctl.step
-        ctl.step = DraftStepController(s.k_max, s.policy, s.cost_ms, s.pad_requests, allow_zero=s.allow_zero,
-                                       lag=ctl.lag, probe_interval=s.probe_interval, covers=s.covers)
-    if ctl.verify is not None:
-        v = ctl.verify
-        ctl.verify = VerifyController(v.width, v.cost_ms, v.pad_requests, v.target_buckets, v.pad_rows,
-                                      mode=v.mode, lag=ctl.lag, covers=v.covers)
-        eng.rounds.verify_controller = ctl.verify
-
-def unwrap_timers(llm) -> None:
-    """Drop the timer wrappers of an earlier run (instance attributes shadowing the methods)."""
-    ctl = llm.engine.control
-    for obj, attrs in ((ctl, ("plan", "observe")), (ctl.verify, ("admit", "allocate"))):
-        if obj is not None:
-            for attr in attrs:
-                obj.__dict__.pop(attr, None)
-
-
-def measure(args, llm, name: str, stream, B: int, reference: dict | None):
-    kind = config_kind(name)
-    ctl = llm.engine.control
-    timer = None
-    if ctl is not None:
-        unwrap_timers(llm)
-        if args.reset_controllers:
-            fresh_controllers(llm)
-        before = Counter(ctl.step.k_histogram if ctl.step is not None else ctl.verify.g_histogram)
-        timer = ControllerTimer(llm)
-    hook = kind["hook"]
-    if hook is None:
-        run = common.serve(llm, stream, B, args.max_tokens, args.ignore_eos)
-    elif hook[0] == "prefix":
-        with Hook(llm, "prefix", L=hook[1]):
-            run = common.serve(llm, stream, B, args.max_tokens, args.ignore_eos)
-    else:
-        with Hook(llm, "oracle", reference=reference) as h:
-            run = common.serve(llm, stream, B, args.max_tokens, args.ignore_eos)
-        run.extra["oracle_missing_reference"] = h.oracle.missing
-    run.config = name
-    if ctl is not None:
-        after = Counter(ctl.step.k_histogram if ctl.step is not None else ctl.verify.g_histogram)
-        run.extra["chosen"] = {str(k): v for k, v in sorted((after - before).items())}
-        run.extra["chosen_axis"] = "k" if ctl.step is not None else "G"
-        run.extra["controller_s"] = timer.seconds
-        run.extra["controller_calls"] = timer.calls
-        run.extra["controller_share"] = timer.seconds / run.wall_s if run.wall_s else None
-    return run
-
-
-# ---- summary ------------------------------------------------------------------------------------------
-def summarize_cell(args, dtype, B, source, runs: dict) -> dict:
-    clock = "cpu_s" if args.clock == "cpu" else "wall_s"
-    ref = runs["plain"][0].outputs
-    rows = {}
-    for name, rs in runs.items():
-        st = rs[0].stats
-        cmp = common.compare_tokens(rs[0].outputs, ref)
-        row = {
-            "dtype": dtype, "batch_size": B, "source": source, "config": name, "requests": len(ref),
-            "tokens": rs[0].tokens,
-            "wall_tok_s": median([r.tokens / r.wall_s for r in rs]),
-            "cpu_tok_s": median([r.tokens / r.cpu_s for r in rs]),
-            "tpot_ms": median([median(r.tpot_ms) for r in rs]),
-            "acceptance_rate": st["acceptance_rate"], "acceptance_length": st["mean_acceptance_length"],
-            "per_position_acceptance": st["per_position_acceptance"],
-            "rows_per_request": st["mean_rows_per_request"], "mean_batch": st["mean_batch"],
-            "equal_to_plain": cmp,
-            "chosen": rs[0].extra.get("chosen"), "chosen_axis": rs[0].extra.get("chosen_axis"),
-            "controller_share": median([r.extra.get("controller_share") for r in rs]),
-            "controller_calls": rs[0].extra.get("controller_calls"),
-            "raw": [{"wall_s": r.wall_s, "cpu_s": r.cpu_s, "tokens": r.tokens, **{k: v for k, v in r.extra.items()
-                                                                                  if k != "chosen"}} for r in rs],
-        }
-        row["tok_s"] = row["cpu_tok_s"] if clock == "cpu_s" else row["wall_tok_s"]
-        if name != "plain" and cmp["equal"] != cmp["sequences"]:
-            where = cmp["first_difference"]
-            tag = "MISMATCH" if dtype == "float32" else "note"
-            why = "" if dtype == "float32" else " (bfloat16 rounding)"
-            print(f"{tag}: {dtype} B={B} {source} {name}: {cmp['sequences'] - cmp['equal']}/{cmp['sequences']} "
-                  f"sequences differ from plain greedy{why}; first at prompt {where[0]}, token {where[1]}", flush=True)
-        rows[name] = row
-    plain = rows["plain"]["tok_s"]
-    for r in rows.values():
-        r["ratio_to_plain"] = r["tok_s"] / plain if plain else None
-    return rows
-
-
-def family_members(fam: str, names, k_max: int) -> dict:
-    """fixed settings, full width, oracle and adaptive configurations of a family that were measured."""
-    names = set(names)
-    if fam == "mtp_step":
-        fixed = ["plain"] + [f"mtp_k{k}" for k in range(1, k_max + 1)]
-        return {"fixed": [n for n in fixed if n in names], "full": f"mtp_k{k_max}", "oracle": "mtp5_oracle",
-                "adaptive": [n for n in ("mtp_step",) if n in names]}
-    w = VERIFY_FAMILIES[fam][1]
-    full = f"mtp_k{w}" if fam == "mtp5" else f"{fam}_full"
-    fixed = [full] + [f"{fam}_L{L}" for L in range(1, w)]
-    if fam == "mtp5":  # a fixed MTP verify length L is also served by drafting only L (mtp_kL): cheaper, same rows
-        fixed += [f"mtp_k{L}" for L in range(1, w)]
-    return {"fixed": [n for n in fixed if n in names], "full": full, "oracle": f"{fam}_oracle",
-            "adaptive": [n for n in (f"{fam}_sync", f"{fam}_async") if n in names]}
-
-
-def display_name(name: str) -> str:
-    return {"mtp_k5": "mtp_k5 (= mtp5_full)"}.get(name, name)
-
-
-def target_rows(args, cells: dict) -> list[dict]:
-    out = []
-    measured = set(args.configs)
-    for (dtype, source, B), rows in cells.items():
-        for fam in ("mtp_step", "dspark7", "mtp5"):
-            m = family_members(fam, measured, args.k_max)
-            fixed = [rows[n] for n in m["fixed"] if n in rows]
-            for a in m["adaptive"]:
-                if a not in rows:
-                    continue
-                r = rows[a]
-                best = max(fixed, key=lambda x: x["tok_s"]) if fixed else None
-                full = rows.get(m["full"])
-                oracle = rows.get(m["oracle"])
-                out.append({
-                    "dtype": dtype, "source": source, "batch_size": B, "adaptive": a,
-                    "tok_s": r["tok_s"], "best_fixed": best["config"] if best else None,
-                    "best_fixed_tok_s": best["tok_s"] if best else None,
-                    "vs_best_fixed": r["tok_s"] / best["tok_s"] if best else None,
-                    "vs_full_width": r["tok_s"] / full["tok_s"] if full else None,
-                    "vs_oracle": r["tok_s"] / oracle["tok_s"] if oracle else None,
-                    "vs_plain": r["ratio_to_plain"],
-                    "controller_share": r["controller_share"],
-                    "chosen": r["chosen"], "chosen_axis": r["chosen_axis"],
-                })
-    return out
-
-
-def print_tables(args, cells: dict, targets: list[dict], calib: dict) -> None:
-    clock = "CPU" if args.clock == "cpu" else "wall"
-    for dtype in args.dtypes:
-        for source in args.sources:
-            keys = [(dtype, source, B) for B in args.batch_sizes if (dtype, source, B) in cells]
-            if not keys:
-                continue
-            print(f"\n### {dtype}, {source}: output tokens/s ({clock} clock), by batch size\n")
-            names = [n for n in cells[keys[0]]]
-            head = ["config"] + [f"B={k[2]}" for k in keys]
-            body = [[display_name(n)] + [fmt(cells[k][n]["tok_s"]) if n in cells[k] else "–" for k in keys] for n in names]
-            print(markdown_table(head, body))
-            for k in keys:
-                print(f"\n{dtype}, {source}, B={k[2]} (TPOT: wall clock, median over requests; rows/req: verified "
-                      f"target rows per request per round incl. the bonus row)\n")
-                head = ["config", "tok/s wall", "tok/s CPU", "× plain", "TPOT ms", "acc. rate", "acc. length",
-                        "rows/req", "chosen k / G", "ctrl time", "= plain"]
-                body = []
-                for n, r in cells[k].items():
-                    eq = r["equal_to_plain"]
-                    body.append([display_name(n), fmt(r["wall_tok_s"]), fmt(r["cpu_tok_s"]), fmt_ratio(r["ratio_to_plain"]),
-                                 fmt(r["tpot_ms"]), fmt(r["acceptance_rate"], 2), fmt(r["acceptance_length"], 2),
-                                 fmt(r["rows_per_request"], 2),
-                                 (f"{r['chosen_axis']} " + fmt_hist(r["chosen"])) if r["chosen"] else "–",
-                                 fmt(100 * r["controller_share"], 2, "%") if r["controller_share"] is not None else "–",
-                                 f"{eq['equal']}/{eq['sequences']}"])
-                print(markdown_table(head, body, "l" + "r" * 7 + "lrr"))
-    if targets:
-        print(f"\n### adaptive vs best fixed (in hindsight, per batch size), full width and oracle ({clock} clock)\n")
-        head = ["dtype", "source", "B", "adaptive", "tok/s", "best fixed", "÷ best fixed", "÷ full width", "÷ oracle",
-                "× plain", "ctrl time"]
-        body = [[t["dtype"], t["source"], t["batch_size"], t["adaptive"], fmt(t["tok_s"]),
-                 f"{display_name(t['best_fixed'])} {fmt(t['best_fixed_tok_s'])}" if t["best_fixed"] else "–",
-                 fmt_ratio(t["vs_best_fixed"]), fmt_ratio(t["vs_full_width"]), fmt_ratio(t["vs_oracle"]),
-                 fmt_ratio(t["vs_plain"]),
-                 fmt(100 * t["controller_share"], 2, "%") if t["controller_share"] is not None else "–"]
-                for t in targets]
-        print(markdown_table(head, body, "llrl" + "r" * 7))
-    if calib:
-        print("\n### calibration of the adaptive engines (start-up)\n")
-        head = ["dtype", "engine", "start-up s", "warm-up + calibration s", "table", "held-out median error",
-                "held-out max error"]
-        body = [[d, n, fmt(c["startup_s"]), fmt(c["calibration_seconds"]), c["source"],
-                 fmt(None if c["heldout_median_rel_error"] is None else 100 * c["heldout_median_rel_error"], 1, "%"),
-                 fmt(None if c["heldout_max_rel_error"] is None else 100 * c["heldout_max_rel_error"], 1, "%")]
-                for (d, n), c in calib.items()]
-        print(markdown_table(head, body, "llrrlrr"))
-
-
-def plot(args, cells: dict, out_dir: Path) -> list[str]:
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError:
-        log("[bench] matplotlib not installed: no plots")
-        return []
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written = []
-    measured = set(args.configs)
-    for dtype in args.dtypes:
-        for source in args.sources:
-            keys = [(dtype, source, B) for B in args.batch_sizes if (dtype, source, B) in cells]
-            if not keys:
-                continue
-            fams = [f for f in ("mtp_step", "dspark7", "mtp5")
-                    if family_members(f, measured, args.k_max)["adaptive"]]
-            if not fams:
-                continue
-            fig = Figure(figsize=(5.2 * len(fams), 4.0), dpi=100)
-            FigureCanvasAgg(fig)
-            fig.suptitle(f"{dtype}, {source} prompts: output tokens/s ({args.clock} clock)", fontsize=10)
-            for i, fam in enumerate(fams):
-                ax = fig.add_subplot(1, len(fams), i + 1)
-                m = family_members(fam, measured, args.k_max)
-                lines = [("plain", dict(color="black", lw=1.5))]
-                lines += [(n, dict(color="0.6", lw=0.8, alpha=0.8)) for n in m["fixed"] if n not in ("plain", m["full"])]
-                lines += [(m["full"], dict(color="C0", lw=1.5)), (m["oracle"], dict(color="C2", ls="--", lw=1.5))]
-                lines += [(a, dict(color="C1" if a.endswith("_async") else "C3", lw=2.2, marker="o"))
-                          for a in m["adaptive"]]
-                for n, style in lines:
-                    xs = [k[2] for k in keys if n in cells[k]]
-                    ys = [cells[k][n]["tok_s"] for k in keys if n in cells[k]]
-                    if xs:
-                        ax.plot(xs, ys, label=display_name(n), **style)
-                        if style.get("color") == "0.6":
-                            ax.annotate(n.split("_")[-1], (xs[-1], ys[-1]), fontsize=6, color="0.4")
-                ax.set_xscale("log", base=2)
-                ax.set_xticks(args.batch_sizes)
-                ax.set_xticklabels([str(b) for b in args.batch_sizes])
-                ax.set_xlabel("batch size (most running requests)")
-                ax.set_ylabel("output tokens/s")
-                ax.set_title({"mtp_step": "MTP adaptive draft step", "dspark7": "DSpark w=7 adaptive verify",
-                              "mtp5": "MTP w=5 adaptive verify"}[fam], fontsize=9)
-                ax.grid(True, alpha=0.3)
-                ax.legend(fontsize=6, loc="upper left")
-            fig.tight_layout()
-            path = out_dir / f"adaptive_{dtype}_{source}.png"
-            fig.savefig(path, format="png")
-            written.append(str(path))
-    return written
-
-
 # ---- main ---------------------------------------------------------------------------------------------
 def main(argv=None) -> int:
     args = parse_args(argv)
@@ -628,7 +237,7 @@ def main(argv=None) -> int:
     print(f"# adaptive control bench: {info['machine']}; torch {info['torch']}; {info['date']}", flush=True)
     print(f"# configs={','.join(args.configs)}", flush=True)
     print(f"# batch_sizes={args.batch_sizes} dtypes={args.dtypes} sources={args.sources} num_prompts={args.num_prompts} "
-          f"max_tokens={args.max_tokens} repeats={args.repeats} clock={args.clock}", flush=True)
+          f"max_tokens={args.max_tokens} temperature={args.temperature} repeats={args.repeats} clock={args.clock}", flush=True)
     workdir = Path(tempfile.mkdtemp(prefix="adaspec_bench_"))
     table_dir = Path(args.table_dir) if args.table_dir else workdir
     table_dir.mkdir(parents=True, exist_ok=True)

@@ -232,13 +232,20 @@ class Run:
         return sum(len(o) for o in self.outputs)
 
 
-def serve(llm, prompts: Sequence[Prompt], batch_size: int, max_tokens: int, ignore_eos: bool = False) -> Run:
+def serve(llm, prompts: Sequence[Prompt], batch_size: int, max_tokens: int, ignore_eos: bool = False,
+          temperature: float = 0.0) -> Run:
     """Continuous batching with at most `batch_size` running requests: the prompt stream is fed in
-    order and a finished request's slot goes to the next prompt. Greedy, `max_tokens` per request."""
+    order and a finished request's slot goes to the next prompt. Greedy, `max_tokens` per request;
+    with `temperature` > 0 request i samples with per-request seed i, which adaspec reproduces exactly
+    under speculation (R-B5), so every configuration's output can still be compared with plain."""
     from adaspec.sampling_params import SamplingParams
 
     engine = llm.engine
-    params = SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=ignore_eos)
+
+    def params_of(i: int):
+        if temperature > 0:
+            return SamplingParams(temperature=temperature, max_tokens=max_tokens, ignore_eos=ignore_eos, seed=i)
+        return SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=ignore_eos)
     rec = RoundRecorder()
     engine.spec_stats = rec
     queue = list(enumerate(prompts))
@@ -253,7 +260,7 @@ def serve(llm, prompts: Sequence[Prompt], batch_size: int, max_tokens: int, igno
         while queue or engine.has_unfinished():
             while queue and running < batch_size:
                 i, p = queue.pop()
-                index[engine.add_request(list(p.ids), params)] = i
+                index[engine.add_request(list(p.ids), params_of(i))] = i
                 running += 1
             for out in engine.step():
                 if out.finished:

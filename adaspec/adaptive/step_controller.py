@@ -19,8 +19,15 @@ Rules (`StepPolicy`, defaults from R-C2/R-C5):
 - the step count changes only if (best - current) / current > switch_min_gain, strictly;
 - ties between candidates go to the smaller k (same predicted throughput, less draft work).
 
-Start: k_max, the widest setting, because it measures every position in the first window; the
-controller never re-scores on the cold-start prior alone (with no draft in the window it keeps k).
+Cold start (issue 13): the first covered batch chooses k from the cost table under the stated
+prior (`prior_rate` per position, default 0.5: a_i = 0.5^i), the same argmax as every re-score,
+instead of k_max (`cold_start="k_max"` keeps the old start, for tests of the re-scoring rules); the
+decision record says "cold start". After that the controller never
+re-scores on the prior alone (with no draft in the window it keeps k).
+
+Exploration is bounded and counted: the only rounds run against the estimate are the k = 0 probes
+below, at most 1 / (probe_interval + 1) of the batches (`probe_rounds`, `exploration_summary()`,
+the start-up log line `describe_exploration()`, and the metrics).
 
 Coverage: the candidates for a Bcap are the k in {1..k_max} (plus 0 when `allow_zero`) whose cost
 is covered. If any k >= 1 is not covered at this Bcap (cost_ms returns None), the batch has no
@@ -122,7 +129,10 @@ class DraftStepController:
         prior_rate: float = DEFAULT_PRIOR_RATE,
         covers: Callable[[int, "int | None"], bool] | None = None,
         history: int = 1024,
+        cold_start: str = "prior",
     ):
+        if cold_start not in ("prior", "k_max"):
+            raise ValueError(f"cold_start must be 'prior' or 'k_max', got {cold_start!r}")
         if k_max < 1:
             raise ValueError(f"k_max must be >= 1, got {k_max}")
         if cost_ms is None or pad_requests is None:
@@ -135,6 +145,10 @@ class DraftStepController:
         self.window = AcceptanceWindow(k_max, policy.window_size, prior_rate)
         self.feedback: LaggedFeedback[tuple[list[int], list[int]]] = LaggedFeedback(lag)
         self.k = k_max
+        self._cold = cold_start == "prior"  # the first covered batch chooses k under the prior
+        self.probe_rounds = 0
+        self.planned = 0
+        self.last_probe = False  # whether the batch plan() returned last is a probe
         self._epoch = 0  # completed // update_interval at the last re-score
         self._zero_since = 0  # completed count when k = 0 took effect (or the last probe)
         self._tables: dict[int, tuple[dict[int, float] | None, str | None]] = {}
@@ -158,6 +172,7 @@ class DraftStepController:
         batch's longest KV length, only passed on to `covers`)."""
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        self.last_probe = False
         for lens, acc in self.feedback.release(round_id):
             self.window.observe(lens, acc)
 
@@ -177,6 +192,16 @@ class DraftStepController:
             return self.k_max
         self._fallback_bcap = ()
 
+        if self._cold:
+            self._cold = False
+            previous = self.k
+            best, predicted = best_step(batch_size, self.window.prefix_acceptance(), table, self.allow_zero)
+            self.k = best
+            if best == 0:
+                self._zero_since = self.completed
+            self.decisions.append(StepDecision(self.completed, batch_size, bcap, previous, best,
+                                               f"cold start (prior rate {self.window.prior_rate:g})", predicted))
+
         epoch = self.completed // self.policy.update_interval
         if epoch > self._epoch:
             self._epoch = epoch
@@ -186,9 +211,22 @@ class DraftStepController:
         if k == 0 and self.probe_interval and self.completed - self._zero_since >= self.probe_interval:
             self._zero_since = self.completed
             k = self.k_max
+            self.probe_rounds += 1
+            self.last_probe = True
             self.decisions.append(StepDecision(self.completed, batch_size, bcap, 0, k, "probe"))
+        self.planned += 1
         self.k_histogram[k] += 1
         return k
+
+    def describe_exploration(self) -> str:
+        share = f"<= {100.0 / (self.probe_interval + 1):.1f}% of batches" if self.probe_interval else "never"
+        return (f"[adaspec] exploration: the first batch chooses k from the cost table under a prior acceptance "
+                f"of {self.window.prior_rate:g} per position (not k_max); at k = 0 one probe batch runs k_max "
+                f"after every {self.probe_interval} batches (probe rate {share})")
+
+    def exploration_summary(self) -> dict:
+        return {"rounds": self.planned, "probes": self.probe_rounds,
+                "probe_share": self.probe_rounds / self.planned if self.planned else 0.0}
 
     def _rescore(self, batch_size: int, bcap: int, table: dict[int, float]) -> None:
         previous = self.k

@@ -190,10 +190,15 @@ def budget_from_lagged(
     *,
     width: int | None = None,
     max_candidates: int | None = None,
+    plain_cost: float | None = None,
 ) -> BudgetDecision:
     """R-D4: G = argmax over every prepared bucket G >= B of predicted throughput from lagged path
     probabilities (no early stop). `width` is needed only when `lagged_P` is empty; the optional
-    `max_candidates` caps the drafts that can be verified (e.g. requests near max_tokens)."""
+    `max_candidates` caps the drafts that can be verified (e.g. requests near max_tokens).
+
+    With `plain_cost` (ms of a plain round at this bucket, no draft: the plain floor, issue 13) not
+    drafting at all is one more candidate, B / plain_cost; when it wins (ties included: same
+    predicted throughput, no draft) the decision is G = B with reason "plain"."""
     if bcap not in target_buckets:
         raise ValueError(f"request bucket {bcap} has no prepared target buckets")
     buckets = sorted(target_buckets[bcap])
@@ -215,6 +220,8 @@ def budget_from_lagged(
             return BudgetDecision(full, {}, f"fallback: cost not covered at bcap={bcap}, G={G}; full width")
         predicted[G] = (B + S[min(G - B, n_max)]) / c
     G = max(predicted, key=lambda g: (predicted[g], -g))
+    if plain_cost is not None and plain_cost > 0 and B / plain_cost >= predicted[G]:
+        return BudgetDecision(B, {**predicted, 0: B / plain_cost}, "plain")
     return BudgetDecision(G, predicted, "argmax")
 
 
@@ -280,6 +287,7 @@ class VerifyController:
         budget_window: int = 1,
         covers: Callable[[int, "int | None"], bool] | None = None,
         history: int = 1024,
+        plain_ms: Callable[[int, "int | None"], "float | None"] | None = None,
     ):
         if mode not in ("sync", "async"):
             raise ValueError(f"mode must be 'sync' or 'async', got {mode!r}")
@@ -289,9 +297,11 @@ class VerifyController:
             raise ValueError(f"budget_window must be >= 1, got {budget_window}")
         self.width, self.mode = width, mode
         self.cost_ms, self.pad_requests, self.covers = cost_ms, pad_requests, covers
+        self.plain_ms = plain_ms  # (bcap, kv_len) -> ms of a plain round, or None (adaptive/floor.py)
         self.target_buckets = {int(b): sorted(g) for b, g in target_buckets.items()}
         self.pad_rows = pad_rows or (lambda bcap, rows: first_covering(self.target_buckets.get(bcap, ()), rows))
         self.feedback: LaggedFeedback[np.ndarray] = LaggedFeedback(lag)
+        self._memo: dict[tuple, BudgetDecision] = {}
         self.lagged: deque[np.ndarray] = deque(maxlen=budget_window)  # newest visible rounds' P
         self.decisions: deque[VerifyDecision] = deque(maxlen=history)
         self.g_histogram: Counter[int] = Counter()
@@ -310,7 +320,7 @@ class VerifyController:
         """Padded target rows G for round `round_id`, decided before its draft runs (R-D4)."""
         if B < 1:
             raise ValueError(f"batch size must be >= 1, got {B}")
-        self.lagged.extend(P for P in self.feedback.release(round_id) if P.shape[0] > 0)
+        self._take_feedback(round_id)
         bcap = self.pad_requests(B)
         if bcap is None or bcap not in self.target_buckets:
             # more requests than the largest prepared bucket (e.g. --graph_decode_batch_sizes below
@@ -325,11 +335,47 @@ class VerifyController:
         if why is not None:
             d = BudgetDecision(full_width_rows(B, self.width, self.target_buckets[bcap]), {}, why)
         else:
-            d = budget_from_lagged(list(self.lagged), B, bcap, self.cost_ms, self.target_buckets,
-                                   width=self.width, max_candidates=cap)
-        self.decisions.append(VerifyDecision(round_id, B, bcap, "async", d.G, d.reason, d.predicted.get(d.G)))
-        self.g_histogram[d.G] += 1
+            d = self._budget(B, bcap, cap, kv_len) if self.lagged else budget_from_lagged(
+                [], B, bcap, self.cost_ms, self.target_buckets, width=self.width, max_candidates=cap)
+        self.decisions.append(VerifyDecision(round_id, B, bcap, "async", d.G, d.reason,
+                                             d.predicted.get(0 if d.reason == "plain" else d.G)))
+        if d.reason.startswith("fallback") or (d.reason == "argmax" and d.G > B):
+            self.g_histogram[d.G] += 1  # rounds that skip the draft (the plain floor) choose no G
         return d.G
+
+    def predicts_gain(self, B: int, round_id: int | None = None, max_lens=None, kv_len: int | None = None) -> bool:
+        """Synchronous mode's draft gate (adaptive/floor.py): False when the lagged rounds predict that
+        no budget above B rows pays, so the round should skip the draft; True otherwise (no feedback
+        yet, no request bucket, outside the calibrated coverage: draft and admit as R-D3a says)."""
+        self._take_feedback(round_id)
+        bcap = self.pad_requests(B)
+        if not self.lagged or bcap is None or bcap not in self.target_buckets or self._uncovered(bcap, kv_len):
+            return True
+        cap = None if max_lens is None else int(_caps(max_lens, B, self.width).sum())
+        d = self._budget(B, bcap, cap, kv_len)
+        return d.reason.startswith("fallback") or (d.reason == "argmax" and d.G > B)
+
+    def _take_feedback(self, round_id: int | None) -> None:
+        new = [P for P in self.feedback.release(round_id) if P.shape[0] > 0]
+        if new:
+            self.lagged.extend(new)
+            self._memo.clear()  # the estimate changed
+
+    def _budget(self, B: int, bcap: int, cap: int | None, kv_len: int | None) -> BudgetDecision:
+        """budget_from_lagged, memoised until new feedback arrives (a pure function of its inputs; the
+        plain cost depends on kv_len only through coverage, which the caller has checked)."""
+        key = (B, bcap, cap)
+        d = self._memo.get(key)
+        if d is None:
+            d = budget_from_lagged(list(self.lagged), B, bcap, self.cost_ms, self.target_buckets,
+                                   width=self.width, max_candidates=cap, plain_cost=self._plain(bcap, kv_len))
+            if len(self._memo) > 256:
+                self._memo.clear()
+            self._memo[key] = d
+        return d
+
+    def _plain(self, bcap: int, kv_len: int | None) -> float | None:
+        return self.plain_ms(bcap, kv_len) if self.plain_ms is not None else None
 
     def allocate(self, P: torch.Tensor, G: int, max_lens: torch.Tensor | None = None) -> torch.Tensor:
         """Device-side: verify lengths [B] inside budget G (no host sync)."""

@@ -82,6 +82,9 @@ class TableMetadata(BaseModel):
     kv_ranges: list[tuple[int, int]] = Field(default_factory=list)  # covered KV ranges, inclusive
     grid: dict[int, list[int]] = Field(default_factory=dict)  # measured x (G or k) per request bucket
     heldout: dict[str, Any] | None = None  # HeldoutReport.to_dict()
+    # adaptive verify only (issue 13, the plain floor): cost in ms of a plain round (no draft, one row
+    # per request) per request bucket; empty in tables written before it (the floor is then conservative)
+    plain_ms: dict[int, float] = Field(default_factory=dict)
 
     @property
     def axis(self) -> str:
@@ -166,7 +169,8 @@ class CostTable:
     # ------------------------------------------------------------------ building
     @classmethod
     def build(cls, points: Iterable, effective: EffectiveCalibration, compat: TableCompat, *,
-              created_at: str | None = None, with_heldout: bool = True) -> "CostTable":
+              created_at: str | None = None, with_heldout: bool = True,
+              plain_ms: dict[int, float] | None = None) -> "CostTable":
         """Fit `effective.model` on the measured points and attach metadata and coverage."""
         pts = as_points(points)
         if compat.mode != effective.mode or compat.draft_width != effective.draft_width:
@@ -189,7 +193,8 @@ class CostTable:
             calibration=effective.to_config_dict(), request_buckets=sorted(grid),
             kv_ranges=[tuple(r) for r in effective.kv_ranges],
             grid={b: sorted(xs) for b, xs in sorted(grid.items())},
-            heldout=report.to_dict() if report else None)
+            heldout=report.to_dict() if report else None,
+            plain_ms={int(b): float(v) for b, v in sorted((plain_ms or {}).items())})
         return cls(model, meta, pts)
 
     # ------------------------------------------------------------------ lookups
@@ -211,6 +216,13 @@ class CostTable:
         return self.model.cost_ms(bcap, x)
 
     lookup = cost_ms
+
+    def plain_cost_ms(self, bcap: int, kv_len: int | None = None) -> float | None:
+        """Adaptive verify: cost in ms of a plain round (no draft) at `bcap`, or None (not measured or
+        outside coverage)."""
+        if not self.covers(bcap, kv_len):
+            return None
+        return self.metadata.plain_ms.get(bcap)
 
     # ------------------------------------------------------------------ (de)serialisation
     def to_dict(self) -> dict:

@@ -71,7 +71,14 @@ def _resolve_rows(requested, buckets: tuple[int, ...], facts: EngineFacts, sourc
             grid[b] = tuple(sorted(requested[b]))
         where = lambda b: f"target_graph_rows.{b}" if b in requested else "target_graph_rows"  # noqa: E731
     for b in buckets:
-        full = max(prepared[b])
+        full, least = max(prepared[b]), min(prepared[b])
+        if least not in grid[b]:
+            # without the cost of G = Bcap (no candidate verified) no budget can be compared with verifying
+            # nothing: the controller's costs are not covered and every round would run at full width (issue 13)
+            _fail(source, where(b),
+                  f"the smallest bucket G={least} of request bucket {b} (one row per request, nothing verified) is "
+                  "missing; adaptive verify needs it to choose any budget, and would run at full width forever",
+                  f"add {least} to {where(b)}")
         if full not in grid[b]:
             _fail(source, where(b),
                   f"the full-width bucket G={full} of request bucket {b} is missing; full width must stay covered",

@@ -93,7 +93,8 @@ def spread_lines(stats: Sequence[PointStats], x_name: str = "G") -> list[str]:
             cost = 1000 * s.cost_s
             flag = "" if s.resolved else " UNRESOLVED"
             again = f" x{s.remeasures + 1}" if s.remeasures else ""
-            parts.append(f"{x_name} {s.x} {cost:.1f} ms ±{100 * s.spread:.1f}%{again}{flag}")
+            name = "plain" if x_name == "G" and s.x == 0 else f"{x_name} {s.x}"  # G 0: plain round, no draft
+            parts.append(f"{name} {cost:.1f} ms ±{100 * s.spread:.1f}%{again}{flag}")
         lines.append(f"  Bcap {b}: " + ", ".join(parts))
     return lines
 

@@ -60,6 +60,13 @@ def sanity_problem(table) -> str | None:
         if bad:
             return (f"metadata.grid.{b}: {m.x_name} values {bad} are impossible for request bucket {b} at width {w} "
                     f"(allowed {lo}..{hi})")
+    for b, v in sorted(m.plain_ms.items()):
+        if m.axis != "g":
+            return "metadata.plain_ms is only meaningful for adaptive_target_verify tables"
+        if b not in m.request_buckets:
+            return f"metadata.plain_ms.{b}: request bucket {b} is not in metadata.request_buckets {m.request_buckets}"
+        if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+            return f"metadata.plain_ms.{b}: cost {v} ms must be a positive finite number"
     problem = _model_problem(model)
     if problem:
         return problem

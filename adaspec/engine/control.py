@@ -17,9 +17,11 @@ overlap (round n is planned while round n-1 runs, so it can only see rounds <= n
 
 from __future__ import annotations
 
+import statistics
 import sys
 import time
 
+from ..adaptive.floor import PlainFloor
 from ..adaptive.step_controller import DraftStepController, StepPolicy
 from ..adaptive.verify_controller import VerifyController
 from ..calibration.config import (
@@ -39,6 +41,15 @@ from .calibration_progress import RoundProgress
 
 def _log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
+
+
+def _plain_costs(points) -> dict[int, float]:
+    """Per request bucket, the median cost in ms of its plain-round windows (x = 0)."""
+    by_b: dict[int, list[float]] = {}
+    for p in points:
+        if p.x == 0:
+            by_b.setdefault(p.bcap, []).append(1000.0 * p.cost_s)
+    return {b: float(statistics.median(v)) for b, v in sorted(by_b.items())}
 
 
 class AdaptiveControl:
@@ -77,16 +88,36 @@ class AdaptiveControl:
         self.calibration_seconds = time.perf_counter() - t0
         self.step: DraftStepController | None = None
         self.verify: VerifyController | None = None
+        self.floor: PlainFloor | None = None
+        self.reset(log=True)
+
+    def reset(self, log: bool = False) -> None:
+        """(Re)build the controllers from the installed table: same table, policy, geometry and lag, no
+        feedback. Public so that benchmarks and tests start every run from the same cold state; the
+        engine's round runner is pointed at the new verify controller."""
+        cfg = self.engine.config
         if self.mode == "adaptive_draft_step":
             policy = self.table.metadata.calibration.get("policy") or {}
             self.step = DraftStepController(
                 self.width, StepPolicy(**policy) if policy else StepPolicy(), self.table.cost_ms,
                 self.geometry.pad_requests, lag=self.lag, covers=self.table.covers)
+            if log:
+                self.log(self.step.describe_exploration())
         else:
+            self.floor = PlainFloor()
             self.verify = VerifyController(
                 self.width, self.table.cost_ms, self.geometry.pad_requests, dict(self.geometry.target_rows),
                 self.geometry.pad_rows, mode="async" if cfg.enable_schedule_overlap else "sync", lag=self.lag,
-                covers=self.table.covers)
+                covers=self.table.covers, plain_ms=self.table.plain_cost_ms)
+            rounds = getattr(self.engine, "rounds", None)
+            if rounds is not None and rounds.verify_controller is not None:
+                rounds.verify_controller = self.verify
+            if log:
+                self.log(self.floor.describe())
+                if not self.table.metadata.plain_ms:
+                    self.log("[adaspec] plain floor: this cost table has no plain-round costs (written before "
+                             "issue 13): a plain round is charged the drafted G = B cost, so the floor skips the "
+                             "draft less often than it should; recalibrate to measure them")
 
     # ---- start-up ------------------------------------------------------------------------------
     def _warmup_shapes(self):
@@ -116,32 +147,40 @@ class AdaptiveControl:
             return table
         eff = self.effective
         noise = NoisePolicy()
+        plain_note = ("" if self.mode == "adaptive_draft_step" else
+                      "\n[adaspec] also measured: one plain round (no draft) per request bucket, for the plain floor")
         self.log(eff.log_block(self.algorithm, self.config_source)
-                 + (f"\n{self.geometry_note}" if self.geometry_note else "") + f"\n{noise.describe()}")
+                 + (f"\n{self.geometry_note}" if self.geometry_note else "") + plain_note + f"\n{noise.describe()}")
         if self.mode == "adaptive_draft_step":
             make_plan, growth = steps_plan, (lambda b, k: k + 1)
             rows_of = lambda b, k: b * (k + 1)  # noqa: E731
         else:
-            make_plan = lambda b, rows: rows_plan(b, rows, self.width)  # noqa: E731
-            growth = lambda b, rows: self.width + 1  # noqa: E731 - worst case: every row accepted
-            rows_of = lambda b, rows: rows  # noqa: E731
-        points = [(b, x) for _ in eff.contexts for b in eff.request_buckets for x in eff.grid[b]]
+            # G = 0 stands for a plain round (no draft, one row per request), measured once per request
+            # bucket beside the grid: the plain floor compares speculating with not drafting at all
+            make_plan = lambda b, rows: RoundPlan.plain(b) if rows == 0 else rows_plan(b, rows, self.width)  # noqa: E731
+            growth = lambda b, rows: self.width + 1 if rows else 1  # noqa: E731 - worst case: every row accepted
+            rows_of = lambda b, rows: rows or b  # noqa: E731
+        grid = {b: ([] if self.mode == "adaptive_draft_step" else [0]) + list(eff.grid[b]) for b in eff.request_buckets}
+        points = [(b, x) for _ in eff.contexts for b in eff.request_buckets for x in grid[b]]
         bar = RoundProgress(points, eff.rounds_per_point, rows_of, f"{self.algorithm} calibration", enabled=progress)
         t0, c0 = time.perf_counter(), time.process_time()
         try:
-            m = measure(self.engine, {b: list(eff.grid[b]) for b in eff.request_buckets}, make_plan,
+            m = measure(self.engine, grid, make_plan,
                         eff.context_tuples(), eff.warmup_steps, eff.window_steps, eff.windows_per_point,
                         eff.token_seed, growth, progress=bar, requests_per_bucket=eff.synthetic_requests,
                         noise=noise, width=self.width)
         finally:
             bar.close()
-        table = CostTable.build(m.points, eff, self.compat)
+        plain = _plain_costs(m.points) if self.mode != "adaptive_draft_step" else None
+        table = CostTable.build([p for p in m.points if p.x or self.mode == "adaptive_draft_step"], eff, self.compat,
+                                plain_ms=plain)
         how = ("one shared prefill per context range, forked into every request slot, rewound by length after "
                "every point" if m.shared_prefill else "every synthetic request prefilled separately (the "
                "drafter has no copy_slot)")
         self.log(f"[adaspec] calibration: {len(m.stats)} points, {m.rounds} rounds in "
                  f"{time.perf_counter() - t0:.1f} s ({time.process_time() - c0:.1f} s of process CPU time; {how})")
-        self.log("[adaspec] calibration points (cost per round, spread of the consistent windows):\n"
+        self.log("[adaspec] calibration points (cost per round, spread of the consistent windows"
+                 + ("; plain = a round without draft" if plain else "") + "):\n"
                  + "\n".join(spread_lines(m.stats, eff.x_name)))
         self.log(noise_summary(m.stats, noise, m.clock, m.extra_rounds, m.extra_allowed))
         heldout = table.metadata.heldout or {}
@@ -166,11 +205,21 @@ class AdaptiveControl:
         kv_len = max(r.num_computed for r in decoding)
         if self.step is not None:
             k = self.step.plan(B, round_id=round_id, kv_len=kv_len)
-            return RoundPlan(k, tuple(min(k, c) for c in caps), round_id=round_id)
+            return RoundPlan(k, tuple(min(k, c) for c in caps), round_id=round_id, probe=self.step.last_probe)
         if self.verify.mode == "async":
             G = self.verify.plan_budget(B, round_id=round_id, max_lens=list(caps), kv_len=kv_len)
-            return RoundPlan(self.width, caps, "budget", G, round_id)
-        return RoundPlan(self.width, caps, "sync", round_id=round_id)
+            reason = self.verify.decisions[-1].reason
+            verdict = self.floor.decide(reason.startswith("fallback") or (reason == "argmax" and G > B))
+            if verdict == "skip":  # the lagged budget admits no candidate, or not drafting wins (floor.py)
+                return RoundPlan(0, (0,) * B, round_id=round_id)
+            if verdict == "probe":  # draft at the cheapest prepared budget: fresh scores for the estimate
+                G = self.geometry.pad_rows(self.geometry.pad_requests(B), B)
+                self.verify.g_histogram[G] += 1
+            return RoundPlan(self.width, caps, "budget", G, round_id, probe=verdict == "probe")
+        verdict = self.floor.decide(self.verify.predicts_gain(B, round_id=round_id, max_lens=list(caps), kv_len=kv_len))
+        if verdict == "skip":
+            return RoundPlan(0, (0,) * B, round_id=round_id)
+        return RoundPlan(self.width, caps, "sync", round_id=round_id, probe=verdict == "probe")
 
     def observe(self, result, round_id: int) -> None:
         """A completed round's result, as the normal result path delivered it (R-C4)."""
@@ -181,5 +230,5 @@ class AdaptiveControl:
 
     def summary(self) -> dict:
         if self.step is not None:
-            return {"chosen_k": dict(sorted(self.step.k_histogram.items()))}
-        return {"chosen_G": dict(sorted(self.verify.g_histogram.items()))}
+            return {"chosen_k": dict(sorted(self.step.k_histogram.items())), **self.step.exploration_summary()}
+        return {"chosen_G": dict(sorted(self.verify.g_histogram.items())), **self.floor.summary()}

@@ -147,6 +147,7 @@ class LLMEngine:
         self._inflight = None  # (batch, plan, future) of the round running on the worker thread
         # called with a RoundEvent after each completed round (on the engine's thread)
         self.round_observers: list = []
+        self.plan_transform = None  # f(batch, plan) -> RoundPlan, see plan()
         self.control = None
         if config.adaptive:
             from .control import AdaptiveControl
@@ -325,6 +326,21 @@ class LLMEngine:
         return self.scheduler.has_unfinished() or self._inflight is not None
 
     def plan(self, batch: ScheduledBatch, round_id: int | None = None) -> RoundPlan:
+        """The round's plan: `default_plan`, then `plan_transform(batch, plan)` if one is installed.
+
+        `plan_transform` is the public injection point for baselines that are not product modes
+        (bench/adaptive.py's fixed verify lengths and its oracle, tests): it may shorten what requests
+        verify or change the admission mode, never make a request verify beyond its cap."""
+        plan = self.default_plan(batch, round_id)
+        if self.plan_transform is None:
+            return plan
+        out = self.plan_transform(batch, plan)
+        if len(out.verify_lens) != len(plan.verify_lens) or any(
+                a > max(b, 0) for a, b in zip(out.verify_lens, plan.verify_lens)) or out.num_steps > plan.num_steps:
+            raise ValueError("plan_transform may only shorten a plan (verify lengths and draft steps)")
+        return out
+
+    def default_plan(self, batch: ScheduledBatch, round_id: int | None = None) -> RoundPlan:
         """How much each decoding request speculates this round: fixed width, or the controller's.
 
         A request never verifies more draft tokens than it may still emit: tokens past max_tokens

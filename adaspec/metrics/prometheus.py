@@ -21,7 +21,9 @@ Names follow vLLM's where a vLLM user already scrapes one, with the same meaning
   (sum over verified positions of the draft's path probability vs what was accepted: the calibration
   of its confidence), `<ns>:round_predicted_seconds_total` / `<ns>:round_measured_seconds_total` and
   the histogram `<ns>:round_cost_ratio` (measured / predicted, on pure-decode rounds the cost table
-  covers: the cost-model error), `<ns>:round_duration_seconds` (every round). Round times are the
+  covers: the cost-model error), `<ns>:round_duration_seconds` (every round); exploration and the
+  plain floor (issue 13): `<ns>:adaptive_rounds_total`, `<ns>:adaptive_probe_rounds_total` (their
+  ratio is the share of probe rounds) and `<ns>:adaptive_plain_rounds_total` (rounds that drafted nothing). Round times are the
   engine's host timestamps at the round's existing result read-back (RoundEvent; no device sync).
 """
 
@@ -93,6 +95,14 @@ class ServerMetrics:
         self.measured_s = Counter(f"{ns}:round_measured_seconds", "Measured time of the same rounds", registry=r)
         self.cost_ratio = Histogram(f"{ns}:round_cost_ratio", "Measured / predicted round time", registry=r,
                                     buckets=RATIO_BUCKETS)
+        self.adaptive_rounds = Counter(f"{ns}:adaptive_rounds", "Decoding rounds planned by an adaptive controller",
+                                       registry=r)
+        self.probe_rounds = Counter(f"{ns}:adaptive_probe_rounds",
+                                    "Adaptive rounds run only to keep the acceptance estimate alive (exploration)",
+                                    registry=r)
+        self.plain_rounds = Counter(f"{ns}:adaptive_plain_rounds",
+                                    "Adaptive rounds that drafted nothing (k = 0, or the plain floor skipped the draft)",
+                                    registry=r)
         self.round_time = Histogram(f"{ns}:round_duration_seconds", "Measured time of every round", registry=r,
                                     buckets=TOKEN_LATENCY_BUCKETS)
         self._lock = threading.Lock()
@@ -155,6 +165,13 @@ class ServerMetrics:
         res, plan = ev.result, ev.plan
         self.round_time.observe(ev.finished - ev.started)
         lens, acc = res.verify_lens, res.num_accepted
+        control = getattr(self._async.engine, "control", None) if hasattr(self, "_async") else None
+        if ev.decoding and control is not None:
+            self.adaptive_rounds.inc()
+            if plan.probe:
+                self.probe_rounds.inc()
+            if not plan.num_steps:
+                self.plain_rounds.inc()
         if not ev.decoding or not plan.num_steps:
             return
         drafts = [(L, m) for L, m in zip(lens, acc) if L]
@@ -170,7 +187,6 @@ class ServerMetrics:
             self.verified_rows.observe(1 + L)
         self.chosen_k.observe(plan.num_steps)
         B, rows = len(lens), len(lens) + sum(lens)
-        control = getattr(self._async.engine, "control", None) if hasattr(self, "_async") else None
         geometry = control.geometry if control is not None else None
         bcap = geometry.pad_requests(B) if geometry is not None else None
         G = None

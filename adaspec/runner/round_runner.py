@@ -53,7 +53,12 @@ class RoundRunner:
         decoding = [c for c in chunks if c.is_decode]
         K = plan.num_steps if self.drafter is not None else 0
         lens = list(plan.verify_lens) if K else [0] * len(decoding)
-        draft = self._draft(decoding, K) if self.drafter is not None and decoding else None
+        # A round without draft steps (k = 0, or an adaptive round predicted to lose) does not call
+        # the drafter at all: it costs what a plain round costs (issue 13, the plain floor). Its
+        # refresh entries stay pending and reach the drafter, in order, at its next drafting round;
+        # the draft's caches are positional (drafts/base.py), so a deferred refresh writes exactly
+        # what per-round refreshes would have written.
+        draft = self._draft(decoding, K) if self.drafter is not None and decoding and K else None
         if K and decoding and plan.admission != "fixed":
             lens = self._admit(draft, plan, lens, decoding)
 

@@ -54,7 +54,7 @@ def feed(ctrl: DraftStepController, n: int, lens, acc, start_round: int | None =
 def test_starts_at_k_max_and_rescores_only_every_update_interval_completed_batches():
     """R-C2: re-score every update_interval completed batches; plan() calls are not counted."""
     ctrl = DraftStepController(3, StepPolicy(window_size=20, update_interval=5, switch_min_gain=0.05),
-                               table_cost({1: 1.0, 2: 2.0, 3: 3.0}), pad_requests)
+                               table_cost({1: 1.0, 2: 2.0, 3: 3.0}), pad_requests, cold_start="k_max")
     assert ctrl.plan(4) == 3
     feed(ctrl, 4, [3, 3, 3, 3], [0, 0, 0, 0])  # nothing accepted: k = 1 is far better
     for _ in range(20):
@@ -87,7 +87,7 @@ def test_only_the_last_window_size_batches_count_in_the_controller():
 
 def _gain_policy_controller(c1: float) -> DraftStepController:
     ctrl = DraftStepController(2, StepPolicy(window_size=20, update_interval=5, switch_min_gain=0.05),
-                               table_cost({1: c1, 2: 1.25}), pad_requests)
+                               table_cost({1: c1, 2: 1.25}), pad_requests, cold_start="k_max")
     # 16 drafts per batch verifying 2 positions: n_1 = 5, n_2 = 4 -> a = (5/16, 1/4) exactly
     feed(ctrl, 5, [2] * 16, [2, 2, 2, 2, 1] + [0] * 11)
     return ctrl
@@ -149,7 +149,8 @@ def test_uncovered_cost_falls_back_to_k_max_and_says_so():
 
 
 def test_no_rescore_on_the_prior_alone():
-    ctrl = DraftStepController(2, StepPolicy(update_interval=1), table_cost({0: 1.0, 1: 5.0, 2: 9.0}), pad_requests)
+    ctrl = DraftStepController(2, StepPolicy(update_interval=1), table_cost({0: 1.0, 1: 5.0, 2: 9.0}), pad_requests,
+                               cold_start="k_max")
     feed(ctrl, 3, [0], [0])  # completed batches without drafts
     assert ctrl.plan(1) == 2
     assert ctrl.decisions[-1].reason == "no feedback"
@@ -158,7 +159,7 @@ def test_no_rescore_on_the_prior_alone():
 def test_lagged_results_are_invisible_until_their_round_is_old_enough():
     """R-C2 with schedule overlap (lag 2): round n is planned from rounds <= n - 2."""
     ctrl = DraftStepController(3, StepPolicy(update_interval=5), table_cost({1: 1.0, 2: 2.0, 3: 3.0}),
-                               pad_requests, lag=2)
+                               pad_requests, lag=2, cold_start="k_max")
     feed(ctrl, 5, [3], [0], start_round=0)  # rounds 0..4 completed (all rejected)
     assert ctrl.plan(1, round_id=5) == 3  # sees rounds 0..3 only: 4 completed, no re-score
     assert ctrl.completed == 4
@@ -175,3 +176,32 @@ def test_kv_coverage_hook_falls_back_to_k_max():
     assert ctrl.plan(2, kv_len=5000) == 3 and ctrl.plan(2, kv_len=6000) == 3
     assert len(ctrl.decisions) == n + 1 and "outside the calibrated coverage" in ctrl.decisions[-1].reason
     assert ctrl.plan(2, kv_len=100) == 1
+
+
+def test_cold_start_chooses_k_from_the_cost_table_under_the_prior():
+    """Issue 13: the first batch's k is the argmax under the stated prior (0.5 per position), not k_max."""
+    # prior a = (0.5, 0.25, 0.125): k0 = 1/1.0, k1 = 1.5/1.2 = 1.25, k2 = 1.75/1.9, k3 = 1.875/3.0
+    ctrl = DraftStepController(3, StepPolicy(update_interval=5), table_cost({0: 1.0, 1: 1.2, 2: 1.9, 3: 3.0}),
+                               pad_requests)
+    assert ctrl.plan(1) == 1
+    d = ctrl.decisions[-1]
+    assert d.reason.startswith("cold start") and d.previous_k == 3
+    assert d.predicted == pytest.approx({0: 1.0, 1: 1.25, 2: 1.75 / 1.9, 3: 1.875 / 3.0})
+    assert ctrl.plan(1) == 1 and ctrl.k_histogram == {1: 2}  # decided once; later batches keep it
+
+
+def test_cold_start_at_k_zero_probes_at_a_bounded_counted_rate():
+    """Issue 13: a prior that predicts a loss starts at plain decode; probes are <= 1/(interval+1)."""
+    ctrl = DraftStepController(2, StepPolicy(update_interval=5), table_cost({0: 1.0, 1: 5.0, 2: 9.0}), pad_requests,
+                               probe_interval=10)
+    ks = []
+    for i in range(55):
+        ks.append(ctrl.plan(1, round_id=i))
+        ctrl.observe([min(ks[-1], 2)], [0], round_id=i)  # probes reject everything
+    assert ks[0] == 0 and ctrl.decisions[0].reason.startswith("cold start")
+    probes = [i for i, k in enumerate(ks) if k]
+    assert probes and all(ks[i] == 2 for i in probes)
+    assert ctrl.probe_rounds == len(probes) <= 55 // 11 + 1
+    s = ctrl.exploration_summary()
+    assert s["rounds"] == 55 and s["probes"] == len(probes) and s["probe_share"] <= 1 / 11 + 1e-9
+    assert "probe rate <= 9.1% of batches" in ctrl.describe_exploration()

@@ -252,11 +252,22 @@ def test_explicit_target_rows_must_keep_full_width():
 
 def test_target_rows_list_applies_to_every_bucket_where_prepared():
     e = resolve_verify_calibration(parse_verify_calibration(
-        {"request_buckets": [1, 2], "target_graph_rows": [4, 6, 12]}), facts())
-    assert e.grid == {1: (4, 6), 2: (4, 6, 12)}
+        {"request_buckets": [1, 2], "target_graph_rows": [1, 2, 4, 6, 12]}), facts())
+    assert e.grid == {1: (1, 2, 4, 6), 2: (2, 4, 6, 12)}
     e = resolve_verify_calibration(parse_verify_calibration(
-        {"request_buckets": [2, 4], "target_graph_rows": {"4": [8, 24]}}), facts())
-    assert e.grid == {2: ladder(2), 4: (8, 24)}  # buckets without an entry keep every prepared G
+        {"request_buckets": [2, 4], "target_graph_rows": {"4": [4, 8, 24]}}), facts())
+    assert e.grid == {2: ladder(2), 4: (4, 8, 24)}  # buckets without an entry keep every prepared G
+
+
+@pytest.mark.parametrize("rows, field", [([2, 4, 6, 12], "target_graph_rows"),
+                                         ({"4": [8, 24]}, "target_graph_rows.4")])
+def test_grid_without_g_equal_bcap_is_refused_before_sampling(rows, field):
+    """Issue 13 item 4: without G = Bcap no budget can be costed and adaptive verify would run at full
+    width forever; the grid is refused at start-up, naming the field and the missing G."""
+    err = verify_error({"request_buckets": [1, 2, 4], "target_graph_rows": rows})
+    assert err.field == field
+    assert "smallest bucket G=" in str(err) and "full width forever" in str(err)
+    assert "Fix: add " in str(err)
 
 
 def test_additive_grid_must_be_connected_before_sampling():

@@ -155,7 +155,7 @@ def test_start_up_log_reports_geometry_spread_noise_and_heldout(tiny_llama_dir, 
               enable_adaptive_target_verify=True, adaptive_target_verify_calibration=str(cal))
     err = capsys.readouterr().err
     assert "sparse CPU geometry" in err and '"request_buckets": [1, 4]' in err
-    assert "calibration points (cost per round, spread" in err and "Bcap 4: G 4" in err
+    assert "calibration points (cost per round, spread" in err and "Bcap 4: plain " in err and ", G 4 " in err
     assert "calibration noise: clock" in err and "held-out cost error" in err
     assert "one shared prefill per context range" in err
     assert llm.engine.control.table.metadata.request_buckets == [1, 4]

@@ -1,0 +1,76 @@
+"""The plain-decode floor of adaptive target verify (issue 13; adaspec's extension of R-D).
+
+R-D1 has the draft produce its full width every round and the budget decide what the target
+verifies. When the budget admits no candidate (G = B: one row per request), that draft is pure
+waste: nothing it proposed is verified. adaspec then skips the draft and runs a plain round,
+which is lossless (no drafted token can be verified, so the round's tokens are the target's own)
+and costs what a plain round costs. The drafter's context refresh is deferred to its next call
+(round_runner.py), as in k = 0 rounds of the adaptive draft step.
+
+Which rounds skip is decided before the round, from lagged feedback only:
+- async (R-D4): the lag-2 budget G is known before the draft runs; G = B means no candidate;
+- sync (R-D3a): admission needs the current round's scores, so the draft must run to admit
+  anything. The gate predicts from the newest lagged rounds with the async estimator
+  (`budget_from_lagged`, the same cost table): if even the best budget adds no row, the round
+  is predicted to lose and skips the draft. Rounds that draft are admitted exactly as before
+  (the draft is then paid for, so the early stop compares with the drafted G = B cost).
+
+Every table cell G >= B is a round *with* the full draft. The calibration therefore also measures
+one plain round per request bucket (`CostTable.plain_cost_ms`, metadata `plain_ms`), and the
+budget estimator counts "do not draft" as one more candidate, B / plain_ms: the floor skips the
+draft whenever a plain round is predicted at least as fast as every budget, not only when no row
+is admitted. Tables written before this have no plain costs: the plain round is then charged the
+drafted G = B cost, a conservative floor (the log says so).
+
+A skipped round yields no scores, so the lagged estimate would freeze at "do not speculate".
+Exploration is bounded and counted: after `probe_interval` consecutive skipped rounds the next
+round drafts anyway (a *probe*: full width, admitted by the normal rule, its scores feed the
+estimate). The probe share is at most 1 / (probe_interval + 1) of the rounds; `describe()` is the
+line the start-up log prints, and the counters go to the metrics.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+DEFAULT_PROBE_INTERVAL = 50
+
+
+@dataclass
+class PlainFloor:
+    probe_interval: int = DEFAULT_PROBE_INTERVAL  # skipped rounds before a probe (0 = never probe)
+    rounds: int = 0  # decoding rounds planned under the floor
+    skipped: int = 0  # rounds that skipped the draft (planned as plain rounds)
+    probes: int = 0  # rounds that drafted only to refresh the estimate
+    _streak: int = 0  # consecutive skipped rounds since the last drafting round
+
+    def __post_init__(self):
+        if self.probe_interval < 0:
+            raise ValueError(f"probe_interval must be >= 0 (0 = never probe), got {self.probe_interval}")
+
+    def decide(self, predicted_gain: bool) -> str:
+        """'draft', 'skip' or 'probe' for the round about to be planned."""
+        self.rounds += 1
+        if predicted_gain:
+            self._streak = 0
+            return "draft"
+        if self.probe_interval and self._streak >= self.probe_interval:
+            self._streak = 0
+            self.probes += 1
+            return "probe"
+        self._streak += 1
+        self.skipped += 1
+        return "skip"
+
+    def describe(self) -> str:
+        if not self.probe_interval:
+            return ("[adaspec] plain floor: rounds predicted (from lagged feedback) to gain nothing from a draft "
+                    "skip it (plain rounds); no probes (probe_interval 0)")
+        share = 100.0 / (self.probe_interval + 1)
+        return (f"[adaspec] plain floor: rounds predicted (from lagged feedback) to gain nothing from a draft "
+                f"skip it (plain rounds); one probe round drafts after every {self.probe_interval} skipped rounds "
+                f"to refresh the estimate (probe rate <= {share:.1f}% of rounds)")
+
+    def summary(self) -> dict:
+        return {"rounds": self.rounds, "skipped_draft": self.skipped, "probes": self.probes,
+                "probe_share": self.probes / self.rounds if self.rounds else 0.0}

@@ -1,0 +1,36 @@
+"""Configuration names of bench/adaptive.py (see its module docstring)."""
+
+from __future__ import annotations
+
+VERIFY_FAMILIES = {"dspark7": ("DSpark", 7), "mtp5": ("MTP", 5)}
+
+
+def all_configs(k_max: int) -> list[str]:
+    names = ["plain"] + [f"mtp_k{k}" for k in range(1, k_max + 1)] + ["mtp_step"]
+    for fam, (_, w) in VERIFY_FAMILIES.items():
+        names += [f"{fam}_full"] + [f"{fam}_L{L}" for L in range(1, w)] + [f"{fam}_sync", f"{fam}_async", f"{fam}_oracle"]
+    return names
+
+
+def config_kind(name: str) -> dict:
+    """What a configuration name means: engine, hook, family."""
+    if name == "plain":
+        return {"engine": "plain", "hook": None, "family": None}
+    if name.startswith("mtp_k"):
+        return {"engine": name, "hook": None, "family": "mtp_step"}
+    if name == "mtp_step":
+        return {"engine": "mtp_step", "hook": None, "family": "mtp_step"}
+    fam, _, rest = name.partition("_")
+    if fam not in VERIFY_FAMILIES:
+        raise SystemExit(f"--configs: unknown configuration {name!r}")
+    w = VERIFY_FAMILIES[fam][1]
+    full_engine = f"mtp_k{w}" if fam == "mtp5" else f"{fam}_full"
+    if rest == "full":
+        return {"engine": full_engine, "hook": None, "family": fam}
+    if rest in ("sync", "async"):
+        return {"engine": name, "hook": None, "family": fam}
+    if rest == "oracle":
+        return {"engine": full_engine, "hook": ("oracle", None), "family": fam}
+    if rest.startswith("L") and rest[1:].isdigit() and 1 <= int(rest[1:]) < w:
+        return {"engine": full_engine, "hook": ("prefix", int(rest[1:])), "family": fam}
+    raise SystemExit(f"--configs: unknown configuration {name!r}")

@@ -1,0 +1,197 @@
+"""The plain floor of adaptive target verify (issue 13, adaptive/floor.py; R-B2, R-D3, R-D4).
+
+- a round whose lagged budget admits no candidate skips the draft (async), and sync mode skips it
+  when the lagged rounds predict that no budget above B rows pays;
+- skipped rounds are plain rounds: the drafter is not called, its refresh is deferred, and greedy
+  output still equals plain greedy (with staggered arrivals, with and without schedule overlap);
+- exploration is bounded and counted: one probe after every `probe_interval` skipped rounds.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from adaspec.adaptive.floor import PlainFloor
+from adaspec.adaptive.verify_controller import VerifyController
+from staggered import run_staggered
+from test_adaptive_engine import PROMPTS, _engine, _mode_flags, cal_files, plain  # noqa: F401 (fixtures)
+
+
+def test_floor_skips_until_the_probe_interval_then_probes_once():
+    f = PlainFloor(probe_interval=3)
+    verdicts = [f.decide(False) for _ in range(9)]
+    assert verdicts == ["skip", "skip", "skip", "probe"] * 2 + ["skip"]
+    assert f.decide(True) == "draft" and f.decide(False) == "skip"  # a drafting round resets the streak
+    assert f.summary() == {"rounds": 11, "skipped_draft": 8, "probes": 2, "probe_share": 2 / 11}
+    assert "probe rate <= 25.0% of rounds" in f.describe()
+    assert PlainFloor(probe_interval=0).decide(False) == "skip"
+    with pytest.raises(ValueError, match="probe_interval"):
+        PlainFloor(probe_interval=-1)
+
+
+def _controller(extra_row_cost: float, mode: str = "sync") -> VerifyController:
+    # bcap 1, target buckets G = 1, 2, 6: G = 1 costs 1 ms, every bucket above it `extra_row_cost`
+    cost = lambda bcap, G: 1.0 if G == bcap else extra_row_cost  # noqa: E731
+    return VerifyController(5, cost, lambda B: 1 if B == 1 else None, {1: [1, 2, 6]}, mode=mode, lag=1)
+
+
+def test_sync_gate_predicts_from_lagged_rounds_only():
+    ctrl = _controller(extra_row_cost=10.0)
+    assert ctrl.predicts_gain(1, round_id=0)  # no feedback yet: draft, admit as R-D3a says
+    ctrl.observe(np.full((1, 5), 0.9), round_id=0)
+    assert ctrl.predicts_gain(1, round_id=0)  # round 0 is not visible while planning round 0
+    assert not ctrl.predicts_gain(1, round_id=1)  # (1 + 0.9) / 10 < 1 / 1: no budget above B pays
+    cheap = _controller(extra_row_cost=1.2)
+    cheap.observe(np.full((1, 5), 0.9), round_id=0)
+    assert cheap.predicts_gain(1, round_id=1)  # (1 + 0.9) / 1.2 > 1
+    assert cheap.predicts_gain(3, round_id=1)  # no request bucket for 3: draft (full-width fallback)
+
+
+class CountingDrafter:
+    """Wraps the replay drafter and counts the proposing calls (refresh-only calls would be counted too)."""
+
+    def __init__(self, inner):
+        self.inner, self.calls, self.steps = inner, 0, []
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def draft(self, batch):
+        self.calls += 1
+        self.steps.append(batch.num_steps)
+        return self.inner.draft(batch)
+
+
+@pytest.mark.parametrize("mode", ["verify_sync", "verify_async"])
+def test_skipped_rounds_do_not_draft_and_greedy_stays_exact(tiny_llama_dir, plain, linear_backend,  # noqa: F811
+                                                           cal_files, mode):  # noqa: F811
+    params, ref = plain
+    llm = _engine(tiny_llama_dir, [o.prompt_token_ids + o.token_ids for o in ref], linear_backend=linear_backend,
+                  **_mode_flags(mode, cal_files))
+    eng = llm.engine
+    # a cost table under which no verified row ever pays: every round after the first drafted one skips
+    eng.control.verify.cost_ms = lambda bcap, G: 1.0 if G == bcap else 1e6
+    eng.control.floor.probe_interval = 4
+    counting = CountingDrafter(eng.rounds.drafter)
+    eng.rounds.drafter = counting
+    done = run_staggered(eng, PROMPTS, params)
+    for i, r in enumerate(ref):
+        assert done[i].token_ids == r.token_ids, (mode, i)
+    s = eng.control.floor.summary()
+    assert s["skipped_draft"] > 0 and s["probes"] > 0
+    assert s["probes"] <= s["rounds"] / 5 + 1  # at most one probe per 4 skipped rounds
+    assert counting.calls == s["rounds"] - s["skipped_draft"]  # skipped rounds never reach the drafter
+    assert all(k == eng.num_draft_tokens for k in counting.steps)  # no refresh-only calls: refresh is deferred
+    assert eng.control.summary()["probes"] == s["probes"]
+
+
+@pytest.mark.parametrize("mode", ["draft_step", "draft_step_overlap"])
+def test_k_zero_rounds_do_not_call_the_drafter(tiny_llama_dir, plain, linear_backend, cal_files, mode):  # noqa: F811
+    """k = 0 is a plain round: no refresh-only draft call (the refresh waits for the next drafting round)."""
+    params, ref = plain
+    llm = _engine(tiny_llama_dir, [o.prompt_token_ids + o.token_ids for o in ref], linear_backend=linear_backend,
+                  **_mode_flags(mode, cal_files))
+    eng = llm.engine
+    step = eng.control.step
+    step.cost_ms = lambda bcap, k: 1.0 if k == 0 else 1e6  # speculation never pays: cold start picks k = 0
+    step._tables.clear()
+    step._cold, step.probe_interval = True, 6
+    counting = CountingDrafter(eng.rounds.drafter)
+    eng.rounds.drafter = counting
+    done = run_staggered(eng, PROMPTS, params)
+    for i, r in enumerate(ref):
+        assert done[i].token_ids == r.token_ids, (mode, i)
+    assert step.decisions[0].reason.startswith("cold start") and step.decisions[0].k == 0
+    assert step.probe_rounds > 0 and counting.calls == step.probe_rounds  # only probes draft
+    assert all(k == step.k_max for k in counting.steps)
+
+
+def test_budget_counts_not_drafting_as_a_candidate_when_the_plain_cost_is_known():
+    """The drafted G = B cell includes the draft; a plain round costs less, and can win."""
+    from adaspec.adaptive.verify_controller import budget_from_lagged
+
+    lagged = [np.full((1, 5), 0.3)]
+    cost = lambda bcap, G: {1: 1.2, 2: 1.25, 6: 3.0}[G]  # noqa: E731 - G = 1 drafts and verifies nothing
+    d = budget_from_lagged(lagged, 1, 1, cost, {1: [1, 2, 6]})
+    assert d.reason == "argmax" and d.G == 2  # (1 + 0.3) / 1.25 beats 1 / 1.2 without a plain cost
+    d = budget_from_lagged(lagged, 1, 1, cost, {1: [1, 2, 6]}, plain_cost=0.75)
+    assert d.reason == "plain" and d.G == 1 and d.predicted[0] == pytest.approx(1 / 0.75)
+    d = budget_from_lagged(lagged, 1, 1, cost, {1: [1, 2, 6]}, plain_cost=1.0)
+    assert d.reason == "argmax" and d.G == 2  # 1.04 tokens/ms beats the plain 1.0
+
+
+def test_calibration_measures_plain_rounds_for_adaptive_verify(tiny_llama_dir, plain, linear_backend,  # noqa: F811
+                                                              cal_files, tmp_path):  # noqa: F811
+    import json
+
+    params, ref = plain
+    out = tmp_path / "t.json"
+    llm = _engine(tiny_llama_dir, [], linear_backend=linear_backend, adaptive_target_verify_cost_table_output=str(out),
+                  **_mode_flags("verify_sync", cal_files))
+    table = llm.engine.control.table
+    assert sorted(table.metadata.plain_ms) == table.metadata.request_buckets == [1, 2, 4]
+    assert all(v > 0 for v in table.metadata.plain_ms.values())
+    assert all(x > 0 for xs in table.metadata.grid.values() for x in xs)  # the plain points are not grid cells
+    assert table.plain_cost_ms(2) == table.metadata.plain_ms[2] and table.plain_cost_ms(8) is None
+    saved = json.loads(out.read_text())["metadata"]["plain_ms"]
+    assert {int(b) for b in saved} == {1, 2, 4}
+
+
+@pytest.mark.parametrize("mode", ["verify_sync", "verify_async", "draft_step"])
+def test_seeded_random_requests_through_skipped_rounds_equal_seeded_plain(tiny_llama_dir, linear_backend,
+                                                                         cal_files, mode):  # noqa: F811
+    """R-B3 / R-B5 in the new path: seeded random requests sample exactly what seeded plain samples,
+    whether a round skipped its draft, probed, or drafted (the distribution is the target's: every
+    token is a plain-decode sample)."""
+    from adaspec.engine.llm_engine import LLM
+    from adaspec.sampling_params import SamplingParams
+
+    params = [SamplingParams(temperature=0.8, top_k=20, top_p=0.95, max_tokens=12, ignore_eos=True, seed=7 + i)
+              for i in range(len(PROMPTS))]
+    plain_llm = LLM(str(tiny_llama_dir), max_seqs_per_batch=4, max_num_batched_tokens=32, max_model_len=320,
+                    linear_backend=linear_backend)
+    ref = plain_llm.generate(PROMPTS, params)
+    llm = _engine(tiny_llama_dir, [o.prompt_token_ids + o.token_ids for o in ref], linear_backend=linear_backend,
+                  **_mode_flags(mode, cal_files))
+    ctl = llm.engine.control
+    if ctl.verify is not None:
+        ctl.verify.cost_ms = lambda bcap, G: 1.0 if G == bcap else 1e6
+        ctl.floor.probe_interval = 3
+    else:
+        ctl.step.cost_ms = lambda bcap, k: 1.0 if k == 0 else 1e6
+        ctl.step._tables.clear()
+        ctl.step._cold, ctl.step.probe_interval = True, 3
+    done = run_staggered(llm.engine, PROMPTS, params)
+    assert [done[i].token_ids for i in range(len(PROMPTS))] == [r.token_ids for r in ref]
+    summary = ctl.summary()
+    assert summary["probes"] > 0 and (ctl.verify is None or summary["skipped_draft"] > 0)
+
+
+def test_metrics_count_probe_and_plain_rounds_of_an_adaptive_engine(tiny_llama_dir, plain, linear_backend,  # noqa: F811
+                                                                    cal_files):  # noqa: F811
+    """Issue 13: the share of probe rounds is in /metrics (probe / adaptive rounds), beside plain rounds."""
+    from types import SimpleNamespace
+
+    from adaspec.metrics.prometheus import ServerMetrics
+
+    params, ref = plain
+    llm = _engine(tiny_llama_dir, [o.prompt_token_ids + o.token_ids for o in ref], linear_backend=linear_backend,
+                  **_mode_flags("verify_sync", cal_files))
+    eng = llm.engine
+    eng.control.verify.cost_ms = lambda bcap, G: 1.0 if G == bcap else 1e6
+    eng.control.floor.probe_interval = 4
+    fake = SimpleNamespace(engine=eng, observers=[], on_output=None, on_failed=None, num_waiting=0)
+    m = ServerMetrics()
+    m.bind(fake)
+    eng.round_observers.extend(fake.observers)
+    run_staggered(eng, PROMPTS, params)
+    text = m.render().decode()
+
+    def value(name):
+        return float(next(line.split()[-1] for line in text.splitlines() if line.startswith(name + " ")))
+
+    s = eng.control.floor.summary()
+    assert value("adaspec:adaptive_rounds_total") == s["rounds"]
+    assert value("adaspec:adaptive_probe_rounds_total") == s["probes"] > 0
+    assert value("adaspec:adaptive_plain_rounds_total") == s["skipped_draft"] > 0
