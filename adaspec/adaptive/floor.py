@@ -25,8 +25,11 @@ drafted G = B cost, a conservative floor (the log says so).
 A skipped round yields no scores, so the lagged estimate would freeze at "do not speculate".
 Exploration is bounded and counted: after `probe_interval` consecutive skipped rounds the next
 round drafts anyway (a *probe*: full width, admitted by the normal rule, its scores feed the
-estimate). The probe share is at most 1 / (probe_interval + 1) of the rounds; `describe()` is the
-line the start-up log prints, and the counters go to the metrics.
+estimate). A probe that does not change the verdict doubles the interval, up to
+`max_probe_interval` (the draft keeps losing, so asking again costs more than it can find); a
+round predicted to gain resets it. The probe share is therefore at most 1 / (probe_interval + 1)
+of the rounds, and falls towards 1 / (max_probe_interval + 1) in a long losing stretch;
+`describe()` is the line the start-up log prints, and the counters go to the metrics.
 """
 
 from __future__ import annotations
@@ -34,28 +37,39 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 DEFAULT_PROBE_INTERVAL = 50
+DEFAULT_MAX_PROBE_INTERVAL = 800
 
 
 @dataclass
 class PlainFloor:
     probe_interval: int = DEFAULT_PROBE_INTERVAL  # skipped rounds before a probe (0 = never probe)
+    max_probe_interval: int = DEFAULT_MAX_PROBE_INTERVAL  # the interval doubles up to this while probes find nothing
     rounds: int = 0  # decoding rounds planned under the floor
     skipped: int = 0  # rounds that skipped the draft (planned as plain rounds)
     probes: int = 0  # rounds that drafted only to refresh the estimate
     _streak: int = 0  # consecutive skipped rounds since the last drafting round
+    _interval: int = 0  # the current probe interval (probe_interval, doubled while probes find nothing)
+    _probed: bool = False  # the last drafting round was a probe
 
     def __post_init__(self):
         if self.probe_interval < 0:
             raise ValueError(f"probe_interval must be >= 0 (0 = never probe), got {self.probe_interval}")
+        if self.max_probe_interval < self.probe_interval:
+            raise ValueError(f"max_probe_interval ({self.max_probe_interval}) must be >= probe_interval "
+                             f"({self.probe_interval})")
+        self._interval = self.probe_interval
 
     def decide(self, predicted_gain: bool) -> str:
         """'draft', 'skip' or 'probe' for the round about to be planned."""
         self.rounds += 1
         if predicted_gain:
-            self._streak = 0
+            self._streak, self._probed, self._interval = 0, False, self.probe_interval
             return "draft"
-        if self.probe_interval and self._streak >= self.probe_interval:
-            self._streak = 0
+        if self._probed:  # the probe did not change the verdict: ask less often
+            self._probed = False
+            self._interval = min(self.max_probe_interval, 2 * self._interval)
+        if self.probe_interval and self._streak >= self._interval:
+            self._streak, self._probed = 0, True
             self.probes += 1
             return "probe"
         self._streak += 1
@@ -68,8 +82,9 @@ class PlainFloor:
                     "skip it (plain rounds); no probes (probe_interval 0)")
         share = 100.0 / (self.probe_interval + 1)
         return (f"[adaspec] plain floor: rounds predicted (from lagged feedback) to gain nothing from a draft "
-                f"skip it (plain rounds); one probe round drafts after every {self.probe_interval} skipped rounds "
-                f"to refresh the estimate (probe rate <= {share:.1f}% of rounds)")
+                f"skip it (plain rounds); one probe round drafts after {self.probe_interval} skipped rounds to "
+                f"refresh the estimate, the interval doubling up to {self.max_probe_interval} while probes find "
+                f"nothing (probe rate <= {share:.1f}% of rounds)")
 
     def summary(self) -> dict:
         return {"rounds": self.rounds, "skipped_draft": self.skipped, "probes": self.probes,

@@ -4,7 +4,7 @@
   when the lagged rounds predict that no budget above B rows pays;
 - skipped rounds are plain rounds: the drafter is not called, its refresh is deferred, and greedy
   output still equals plain greedy (with staggered arrivals, with and without schedule overlap);
-- exploration is bounded and counted: one probe after every `probe_interval` skipped rounds.
+- exploration is bounded and counted: one probe after `probe_interval` skipped rounds, backing off.
 """
 
 from __future__ import annotations
@@ -18,16 +18,21 @@ from staggered import run_staggered
 from test_adaptive_engine import PROMPTS, _engine, _mode_flags, cal_files, plain  # noqa: F401 (fixtures)
 
 
-def test_floor_skips_until_the_probe_interval_then_probes_once():
-    f = PlainFloor(probe_interval=3)
-    verdicts = [f.decide(False) for _ in range(9)]
-    assert verdicts == ["skip", "skip", "skip", "probe"] * 2 + ["skip"]
-    assert f.decide(True) == "draft" and f.decide(False) == "skip"  # a drafting round resets the streak
-    assert f.summary() == {"rounds": 11, "skipped_draft": 8, "probes": 2, "probe_share": 2 / 11}
-    assert "probe rate <= 25.0% of rounds" in f.describe()
+def test_floor_skips_until_the_probe_interval_then_probes_with_backoff():
+    f = PlainFloor(probe_interval=3, max_probe_interval=12)
+    verdicts = [f.decide(False) for _ in range(37)]
+    probes = [i for i, v in enumerate(verdicts) if v == "probe"]
+    assert probes == [3, 10, 23, 36]  # after 3, then 6, then 12 (the cap) skipped rounds
+    assert all(v == "skip" for i, v in enumerate(verdicts) if i not in probes)
+    assert f.decide(True) == "draft"  # a round predicted to gain resets the interval
+    assert [f.decide(False) for _ in range(4)] == ["skip", "skip", "skip", "probe"]
+    assert f.summary() == {"rounds": 42, "skipped_draft": 36, "probes": 5, "probe_share": 5 / 42}
+    assert "probe rate <= 25.0% of rounds" in f.describe() and "doubling up to 12" in f.describe()
     assert PlainFloor(probe_interval=0).decide(False) == "skip"
     with pytest.raises(ValueError, match="probe_interval"):
         PlainFloor(probe_interval=-1)
+    with pytest.raises(ValueError, match="max_probe_interval"):
+        PlainFloor(probe_interval=10, max_probe_interval=5)
 
 
 def _controller(extra_row_cost: float, mode: str = "sync") -> VerifyController:
@@ -72,7 +77,7 @@ def test_skipped_rounds_do_not_draft_and_greedy_stays_exact(tiny_llama_dir, plai
     eng = llm.engine
     # a cost table under which no verified row ever pays: every round after the first drafted one skips
     eng.control.verify.cost_ms = lambda bcap, G: 1.0 if G == bcap else 1e6
-    eng.control.floor.probe_interval = 4
+    eng.control.floor = PlainFloor(probe_interval=4)
     counting = CountingDrafter(eng.rounds.drafter)
     eng.rounds.drafter = counting
     done = run_staggered(eng, PROMPTS, params)
@@ -80,7 +85,7 @@ def test_skipped_rounds_do_not_draft_and_greedy_stays_exact(tiny_llama_dir, plai
         assert done[i].token_ids == r.token_ids, (mode, i)
     s = eng.control.floor.summary()
     assert s["skipped_draft"] > 0 and s["probes"] > 0
-    assert s["probes"] <= s["rounds"] / 5 + 1  # at most one probe per 4 skipped rounds
+    assert s["probes"] <= s["rounds"] / 5 + 1  # at most one probe per 4 skipped rounds (fewer: backoff)
     assert counting.calls == s["rounds"] - s["skipped_draft"]  # skipped rounds never reach the drafter
     assert all(k == eng.num_draft_tokens for k in counting.steps)  # no refresh-only calls: refresh is deferred
     assert eng.control.summary()["probes"] == s["probes"]
@@ -157,7 +162,7 @@ def test_seeded_random_requests_through_skipped_rounds_equal_seeded_plain(tiny_l
     ctl = llm.engine.control
     if ctl.verify is not None:
         ctl.verify.cost_ms = lambda bcap, G: 1.0 if G == bcap else 1e6
-        ctl.floor.probe_interval = 3
+        ctl.floor = PlainFloor(probe_interval=3)
     else:
         ctl.step.cost_ms = lambda bcap, k: 1.0 if k == 0 else 1e6
         ctl.step._tables.clear()
@@ -180,7 +185,7 @@ def test_metrics_count_probe_and_plain_rounds_of_an_adaptive_engine(tiny_llama_d
                   **_mode_flags("verify_sync", cal_files))
     eng = llm.engine
     eng.control.verify.cost_ms = lambda bcap, G: 1.0 if G == bcap else 1e6
-    eng.control.floor.probe_interval = 4
+    eng.control.floor = PlainFloor(probe_interval=4)
     fake = SimpleNamespace(engine=eng, observers=[], on_output=None, on_failed=None, num_waiting=0)
     m = ServerMetrics()
     m.bind(fake)
