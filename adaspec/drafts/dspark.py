@@ -58,6 +58,10 @@ class DSparkLayer(DecoderLayer):
     """A Llama decoder layer (same weights layout) whose attention reads context K/V (from target
     features) + the block."""
 
+    def fuse_linears(self, pack) -> int:
+        """Its attention multiplies k/v (context) and q (block) apart: only gate|up fuse (issue 14)."""
+        return int(self.mlp.fuse_projections(pack))
+
     def context_kv(self, c: torch.Tensor, cos, sin) -> tuple[torch.Tensor, torch.Tensor]:
         """c [..., T, H] -> keys, values [..., T, KVH, D] (rotary at the context positions)."""
         a = self.self_attn

@@ -12,7 +12,7 @@ long chunk.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -30,6 +30,18 @@ class AttentionGroup:
     num_requests: int
     q_max: int
     ctx_len: int  # L: keys 0..L-1 are read
+    # the mask as SDPA's additive float mask (0 / -inf) per dtype, made at its first layer: SDPA
+    # would otherwise turn the bool mask into exactly this tensor again in every layer (issue 14)
+    additive: dict = field(default_factory=dict, repr=False)
+
+    def sdpa_mask(self, dtype: torch.dtype) -> torch.Tensor | None:
+        if self.mask is None:
+            return None
+        m = self.additive.get(dtype)
+        if m is None:
+            m = self.additive[dtype] = torch.zeros(self.mask.shape, dtype=dtype, device=self.mask.device) \
+                .masked_fill_(self.mask.logical_not(), float("-inf"))
+        return m
 
 
 @dataclass
@@ -144,7 +156,7 @@ def _attend(q: torch.Tensor, cache_k: torch.Tensor, cache_v: torch.Tensor, g: At
         grid[g.pad_index] = q
         grid = grid.view(B, q_max, heads, dim)
     out = F.scaled_dot_product_attention(
-        grid.transpose(1, 2), keys, values, attn_mask=g.mask, enable_gqa=keys.shape[1] != heads
+        grid.transpose(1, 2), keys, values, attn_mask=g.sdpa_mask(q.dtype), enable_gqa=keys.shape[1] != heads
     )
     out = out.transpose(1, 2).reshape(B * q_max, heads * dim)
     return out if g.pad_index is None else out[g.pad_index]

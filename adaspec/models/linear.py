@@ -110,6 +110,9 @@ class PackedLinear(nn.Module):
     """An inference-only linear layer y = x W^T + b with W held in a backend's own format."""
 
     backend = "?"
+    # stacking several weights into one product (fuse) leaves every output column's bits as they
+    # were: true where each output element's sum runs in an order fixed by in_features alone
+    fusable = False
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None):
         super().__init__()
@@ -129,6 +132,7 @@ class PackedLinear(nn.Module):
 
 class Fp16wLinear(PackedLinear):
     backend = "fp16w"
+    fusable = True  # FBGEMM blocks K the same whatever N is (tests/unit/test_linear_backends.py)
 
     def __init__(self, weight, bias):
         super().__init__(weight, bias)
@@ -175,6 +179,7 @@ class Bf16Linear(PackedLinear):
 
 class Int8Linear(PackedLinear):
     backend = "int8"
+    fusable = True  # exact int32 sums, per-row and per-channel scales
 
     def __init__(self, weight, bias):
         super().__init__(weight, bias)
@@ -205,6 +210,30 @@ def pack_linear(weight: torch.Tensor, bias: torch.Tensor | None, backend: str) -
     return _CLASSES[backend](weight, bias)
 
 
+def fuse(module: nn.Module, names: tuple[str, ...], pack) -> nn.Module | None:
+    """One packed product for the linears `names` of `module` (same input), their weights stacked
+    along the output in that order; the separate layers are removed. None (nothing changed) when
+    one is not a plain `nn.Linear`, their inputs or bias use differ, or `pack` cannot represent them.
+
+    Why (issue 14): on CPU one layer's q/k/v (and gate/up) products are small and each call has a
+    fixed cost; one call instead of three (two) cut the linears of a SmolLM2 forward at one row by
+    ~11% (BENCHMARKS.md). Only backends whose output columns keep their bits when stacked fuse
+    (`PackedLinear.fusable`), so a fused model computes exactly what the unfused one does.
+    """
+    parts = [getattr(module, n, None) for n in names]
+    if not all(isinstance(p, nn.Linear) for p in parts) or len({p.in_features for p in parts}) != 1 \
+            or len({p.bias is None for p in parts}) != 1:
+        return None
+    bias = None if parts[0].bias is None else torch.cat([p.bias.detach() for p in parts])
+    try:
+        packed = pack(torch.cat([p.weight.detach() for p in parts]), bias)
+    except ValueError:  # e.g. beyond the float16 range: pack_module keeps the layers as they are
+        return None
+    for n in names:
+        delattr(module, n)
+    return packed
+
+
 def relayout_fp32(root: nn.Module) -> None:
     """fp32 on CPU: store linear weights column-major (same values, same shapes)."""
     with torch.no_grad():
@@ -222,6 +251,8 @@ def pack_module(root: nn.Module, backend: str, reuse: dict | None = None) -> dic
     implements `pack_linears(pack)`, where `pack(weight, bias)` returns a packed module. A weight
     the backend cannot represent (fp16w: values beyond the float16 range) keeps its fp32 layer, and
     is named in the report. `reuse`: {id(nn.Linear): packed} built by the auto benchmark.
+    First, on backends that fuse exactly (`PackedLinear.fusable`), a module with a
+    `fuse_linears(pack)` hook (models/llama.DecoderLayer: q|k|v and gate|up) stacks its products.
     """
     ref = next((p for p in root.parameters()), None)
     native = ref is None or ref.device.type != "cpu" or backend == native_backend(ref.dtype)
@@ -229,6 +260,13 @@ def pack_module(root: nn.Module, backend: str, reuse: dict | None = None) -> dic
         if ref is not None and ref.device.type == "cpu" and ref.dtype == torch.float32:
             relayout_fp32(root)
         return {"packed": 0, "kept_fp32": []}
+    pack = functools.partial(pack_linear, backend=backend)
+    fused = 0
+    if _CLASSES[backend].fusable:
+        for module in list(root.modules()):
+            hook = getattr(module, "fuse_linears", None)
+            if callable(hook):
+                fused += hook(pack)
     done: dict[int, nn.Module] = {}
     kept: list[str] = []
     for parent_name, parent in list(root.named_modules(remove_duplicate=False)):
@@ -245,11 +283,11 @@ def pack_module(root: nn.Module, backend: str, reuse: dict | None = None) -> dic
     for module in root.modules():
         hook = getattr(module, "pack_linears", None)
         if callable(hook):
-            hook(functools.partial(pack_linear, backend=backend))
+            hook(pack)
     if kept:
         relayout_fp32(root)
     root.requires_grad_(False)
-    return {"packed": sum(1 for m in done.values() if isinstance(m, PackedLinear)), "kept_fp32": kept}
+    return {"packed": sum(1 for m in done.values() if isinstance(m, PackedLinear)), "fused": fused, "kept_fp32": kept}
 
 
 def dense_weight(module: nn.Module) -> torch.Tensor:

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 from .attention import RaggedLayout, ragged_attention
 from .config import ModelConfig
-from .linear import dense_weight, native_backend, relayout_fp32
+from .linear import dense_weight, fuse, native_backend, relayout_fp32
 from .rope import RotaryEmbedding, apply_rotary
 
 
@@ -41,12 +41,23 @@ class Attention(nn.Module):
         self.k_proj = nn.Linear(h, self.kv_heads * self.head_dim, bias=qkv_bias)
         self.v_proj = nn.Linear(h, self.kv_heads * self.head_dim, bias=qkv_bias)
         self.o_proj = nn.Linear(self.heads * self.head_dim, h, bias=cfg.o_proj_bias)
+        self.qkv_proj = None  # q|k|v in one packed product (fuse_projections); then q/k/v_proj are gone
+
+    def fuse_projections(self, pack) -> bool:
+        """q/k/v_proj -> one packed product of their stacked weights (models/linear.fuse)."""
+        self.qkv_proj = fuse(self, ("q_proj", "k_proj", "v_proj"), pack)
+        return self.qkv_proj is not None
 
     def forward(self, x, cos, sin, cache_k, cache_v, layout: RaggedLayout):
-        T = x.shape[0]
-        q = apply_rotary(self.q_proj(x).view(T, self.heads, self.head_dim), cos, sin)
-        k = apply_rotary(self.k_proj(x).view(T, self.kv_heads, self.head_dim), cos, sin)
-        v = self.v_proj(x).view(T, self.kv_heads, self.head_dim)
+        T, H, KVH = x.shape[0], self.heads, self.kv_heads
+        if self.qkv_proj is None:
+            q = apply_rotary(self.q_proj(x).view(T, H, self.head_dim), cos, sin)
+            k = apply_rotary(self.k_proj(x).view(T, KVH, self.head_dim), cos, sin)
+            v = self.v_proj(x).view(T, KVH, self.head_dim)
+        else:  # the same values: one product, and q and k rotated together (rotary is per head)
+            qkv = self.qkv_proj(x).view(T, H + 2 * KVH, self.head_dim)
+            qk = apply_rotary(qkv[:, :H + KVH], cos, sin)
+            q, k, v = qk[:, :H], qk[:, H:], qkv[:, H + KVH:]
         return self.o_proj(ragged_attention(q, k, v, cache_k, cache_v, layout))
 
 
@@ -57,9 +68,17 @@ class MLP(nn.Module):
         self.gate_proj = nn.Linear(h, f, bias=bias)
         self.up_proj = nn.Linear(h, f, bias=bias)
         self.down_proj = nn.Linear(f, h, bias=bias)
+        self.gate_up_proj = None  # gate|up in one packed product (fuse_projections)
+
+    def fuse_projections(self, pack) -> bool:
+        self.gate_up_proj = fuse(self, ("gate_proj", "up_proj"), pack)
+        return self.gate_up_proj is not None
 
     def forward(self, x):
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        if self.gate_up_proj is None:
+            return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
+        return self.down_proj(F.silu(gate) * up)
 
 
 class DecoderLayer(nn.Module):
@@ -69,6 +88,10 @@ class DecoderLayer(nn.Module):
         self.mlp = MLP(cfg)
         self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+
+    def fuse_linears(self, pack) -> int:
+        """models/linear.pack_module's hook: q|k|v and gate|up as one product each; how many fused."""
+        return int(self.self_attn.fuse_projections(pack)) + int(self.mlp.fuse_projections(pack))
 
     def forward(self, x, cos, sin, cache_k, cache_v, layout):
         x = x + self.self_attn(self.input_layernorm(x), cos, sin, cache_k, cache_v, layout)

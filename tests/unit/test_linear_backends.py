@@ -169,3 +169,81 @@ def test_bad_backend_is_refused_at_start_up_naming_the_flag(flags, match):
 def test_cuda_accepts_auto_and_the_dtype_backend():
     EngineConfig(device="cuda", linear_backend="auto").validate()
     EngineConfig(device="cuda", dtype="bfloat16", linear_backend="bf16").validate()
+
+
+# ---- fused q|k|v and gate|up products (issue 14: fewer, larger products per layer) ----------------
+FUSING = [b for b in ("fp16w", "int8") if b in PACKED]
+
+
+@pytest.mark.parametrize("backend", FUSING)
+@pytest.mark.parametrize("bias", [False, True])
+def test_fused_product_equals_the_separate_products_bit_for_bit(backend, bias):
+    """models/linear.fuse: every output column of the stacked product has the bits of its own layer
+    (M = 1..16 rows; SmolLM2's q|k|v and gate|up shapes and a tiny odd one)."""
+    from adaspec.models.linear import fuse
+
+    for outs, in_f in [((576, 192, 192), 576), ((1536, 1536), 576), ((7, 5, 3), 33)]:
+        owner = nn.Module()
+        names = tuple(f"p{i}" for i in range(len(outs)))
+        for i, (n, out_f) in enumerate(zip(names, outs)):
+            w, b = weights(out_f, in_f, seed=10 + i, bias=bias)
+            layer = nn.Linear(in_f, out_f, bias=bias)
+            with torch.no_grad():
+                layer.weight.copy_(w)
+                if bias:
+                    layer.bias.copy_(b)
+            setattr(owner, n, layer)
+        separate = [pack_linear(getattr(owner, n).weight, getattr(owner, n).bias, backend) for n in names]
+        fused = fuse(owner, names, lambda w, b: pack_linear(w, b, backend))
+        assert fused is not None and not any(hasattr(owner, n) for n in names)
+        for m in range(1, 17):
+            x = torch.randn(m, in_f)
+            assert torch.equal(fused(x), torch.cat([s(x) for s in separate], dim=1)), (outs, m)
+
+
+def test_fuse_leaves_layers_it_cannot_stack():
+    from adaspec.models.linear import fuse
+
+    owner = nn.Module()
+    owner.a, owner.b = nn.Linear(8, 4), nn.Linear(8, 4, bias=False)  # bias use differs
+    assert fuse(owner, ("a", "b"), lambda w, b: pack_linear(w, b, "int8")) is None
+    assert isinstance(owner.a, nn.Linear) and isinstance(owner.b, nn.Linear)
+
+
+def _ragged_logits(model, cfg):
+    """Two forwards mixing a chunked prefill, a decode row and a 3-row verify-like block."""
+    from adaspec.models.attention import build_layout
+    from adaspec.runner.kv_cache import KVCache
+
+    g = torch.Generator().manual_seed(5)
+    ids = torch.randint(3, 100, (40,), generator=g)
+    kv = KVCache(cfg.num_layers, 2, cfg.num_kv_heads, 64, cfg.head_dim, torch.float32)
+    h1, _ = model(ids[:20], build_layout([0, 1], [0, 0], [12, 8], "cpu"), kv)
+    h2, _ = model(ids[20:24], build_layout([1, 0], [8, 12], [1, 3], "cpu"), kv)
+    return torch.cat([model.logits(h1), model.logits(h2)])
+
+
+@pytest.mark.parametrize("backend", FUSING)
+def test_fused_model_computes_what_the_unfused_model_does(backend, tiny_llama_dir, monkeypatch):
+    """R-B2 relative to the engine's own target: fusing changes the number of products, no bits."""
+    from adaspec.models.loader import load_model
+
+    cfg, fused = load_model(tiny_llama_dir, torch.float32, "cpu", linear_backend=backend)
+    attn, mlp = fused.model.layers[0].self_attn, fused.model.layers[0].mlp
+    assert isinstance(attn.qkv_proj, PackedLinear) and isinstance(mlp.gate_up_proj, PackedLinear)
+    assert not hasattr(attn, "q_proj") and not hasattr(mlp, "up_proj")
+    monkeypatch.setattr(linear._CLASSES[backend], "fusable", False)
+    _, separate = load_model(tiny_llama_dir, torch.float32, "cpu", linear_backend=backend)
+    assert separate.model.layers[0].self_attn.qkv_proj is None
+    assert torch.equal(_ragged_logits(fused, cfg), _ragged_logits(separate, cfg))
+
+
+def test_fp32_and_bf16_never_fuse(tiny_llama_dir):
+    """fp32 stays today's model exactly (separate nn.Linear layers); oneDNN bf16 is not known to
+    keep a column's bits when stacked, so it keeps separate products too."""
+    from adaspec.models.loader import load_model
+
+    for backend in ["fp32"] + (["bf16"] if "bf16" in PACKED else []):
+        _, model = load_model(tiny_llama_dir, torch.float32, "cpu", linear_backend=backend)
+        layer = model.model.layers[0]
+        assert layer.self_attn.qkv_proj is None and layer.mlp.gate_up_proj is None

@@ -67,3 +67,29 @@ def test_layout_rejects_bad_shapes():
         build_layout([0, 1], [0], [1, 1])
     with pytest.raises(ValueError):
         build_layout([0], [0], [0])
+
+
+def test_additive_mask_gives_the_bits_of_the_bool_mask():
+    """Issue 14: each group's mask is turned into SDPA's additive float mask once per forward (not
+    in every layer); attention must come out bit for bit as with the bool mask, in every dtype."""
+    import torch.nn.functional as F
+
+    from adaspec.models.attention import ragged_attention
+
+    g = torch.Generator().manual_seed(3)
+    layout = build_layout([2, 0, 1], [7, 3, 5], [1, 4, 2], "cpu", sliding_window=6)
+    T = sum((1, 4, 2))
+    for dtype in (torch.float32, torch.bfloat16):
+        q = torch.randn(T, 4, 8, generator=g).to(dtype)
+        k, v = (torch.randn(T, 2, 8, generator=g).to(dtype) for _ in range(2))
+        ck, cv = (torch.randn(3, 2, 16, 8, generator=g).to(dtype) for _ in range(2))
+        got = ragged_attention(q, k, v, ck, cv, layout)
+        assert all(grp.mask is None or dtype in grp.additive for grp in layout.groups)
+        real = F.scaled_dot_product_attention
+        try:  # the same call with the bool mask, as before
+            F.scaled_dot_product_attention = lambda *a, attn_mask=None, **kw: real(
+                *a, attn_mask=None if attn_mask is None else attn_mask.isfinite(), **kw)
+            want = ragged_attention(q, k, v, ck, cv, layout)
+        finally:
+            F.scaled_dot_product_attention = real
+        assert torch.equal(got, want)
