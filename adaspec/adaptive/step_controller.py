@@ -26,7 +26,7 @@ decision record says "cold start". After that the controller never
 re-scores on the prior alone (with no draft in the window it keeps k).
 
 Exploration is bounded and counted: the only rounds run against the estimate are the k = 0 probes
-below, at most 1 / (probe_interval + 1) of the batches (`probe_rounds`, `exploration_summary()`,
+below, at most 1 / probe_interval of the batches (the probe batch counts towards the next interval) (`probe_rounds`, `exploration_summary()`,
 the start-up log line `describe_exploration()`, and the metrics).
 
 Coverage: the candidates for a Bcap are the k in {1..k_max} (plus 0 when `allow_zero`) whose cost
@@ -219,7 +219,7 @@ class DraftStepController:
         return k
 
     def describe_exploration(self) -> str:
-        share = f"<= {100.0 / (self.probe_interval + 1):.1f}% of batches" if self.probe_interval else "never"
+        share = f"<= {100.0 / self.probe_interval:.1f}% of batches" if self.probe_interval else "never"
         return (f"[adaspec] exploration: the first batch chooses k from the cost table under a prior acceptance "
                 f"of {self.window.prior_rate:g} per position (not k_max); at k = 0 one probe batch runs k_max "
                 f"after every {self.probe_interval} batches (probe rate {share})")

@@ -335,9 +335,15 @@ class LLMEngine:
         if self.plan_transform is None:
             return plan
         out = self.plan_transform(batch, plan)
-        if len(out.verify_lens) != len(plan.verify_lens) or any(
-                a > max(b, 0) for a, b in zip(out.verify_lens, plan.verify_lens)) or out.num_steps > plan.num_steps:
-            raise ValueError("plan_transform may only shorten a plan (verify lengths and draft steps)")
+        if (len(out.verify_lens) != len(plan.verify_lens) or out.num_steps > plan.num_steps
+                or any(a > max(b, 0) for a, b in zip(out.verify_lens, plan.verify_lens))
+                or max(out.verify_lens, default=0) > out.num_steps):
+            raise ValueError("plan_transform may only shorten a plan (verify lengths <= the plan's and <= its "
+                             "draft steps, draft steps <= the plan's)")
+        if out.admission == "budget" and out.row_budget is None:
+            raise ValueError("plan_transform: a 'budget' plan needs row_budget")
+        if out.admission != "fixed" and self.rounds.verify_controller is None:
+            raise ValueError(f"plan_transform: admission {out.admission!r} needs rounds.verify_controller")
         return out
 
     def default_plan(self, batch: ScheduledBatch, round_id: int | None = None) -> RoundPlan:

@@ -159,7 +159,9 @@ class RoundRunner:
     def _features(self, out, start: int, n: int) -> torch.Tensor:
         if self.capture_layers:
             return torch.cat([h[start:start + n] for h in out.captured], dim=-1)
-        return out.hidden[start:start + n]
+        # a copy, not a view: entries can wait many rounds (deferred refresh) and a view would keep
+        # the round's whole [rows, F] hidden tensor alive
+        return out.hidden[start:start + n].clone()
 
     def _add_entries(self, request_id: str, pos: int, out, row: int, n: int, next_tokens: list[int]) -> None:
         if self.drafter is None:

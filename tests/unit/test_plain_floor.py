@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from adaspec.adaptive.floor import PlainFloor
+from adaspec.adaptive.step_controller import DraftStepController
 from adaspec.adaptive.verify_controller import VerifyController
 from staggered import run_staggered
 from test_adaptive_engine import PROMPTS, _engine, _mode_flags, cal_files, plain  # noqa: F401 (fixtures)
@@ -98,10 +99,10 @@ def test_k_zero_rounds_do_not_call_the_drafter(tiny_llama_dir, plain, linear_bac
     llm = _engine(tiny_llama_dir, [o.prompt_token_ids + o.token_ids for o in ref], linear_backend=linear_backend,
                   **_mode_flags(mode, cal_files))
     eng = llm.engine
-    step = eng.control.step
-    step.cost_ms = lambda bcap, k: 1.0 if k == 0 else 1e6  # speculation never pays: cold start picks k = 0
-    step._tables.clear()
-    step._cold, step.probe_interval = True, 6
+    old = eng.control.step
+    # a controller whose cost table says speculation never pays: its cold start picks k = 0
+    step = eng.control.step = DraftStepController(old.k_max, old.policy, lambda bcap, k: 1.0 if k == 0 else 1e6,
+                                                  old.pad_requests, lag=eng.control.lag, probe_interval=6)
     counting = CountingDrafter(eng.rounds.drafter)
     eng.rounds.drafter = counting
     done = run_staggered(eng, PROMPTS, params)
@@ -164,9 +165,9 @@ def test_seeded_random_requests_through_skipped_rounds_equal_seeded_plain(tiny_l
         ctl.verify.cost_ms = lambda bcap, G: 1.0 if G == bcap else 1e6
         ctl.floor = PlainFloor(probe_interval=3)
     else:
-        ctl.step.cost_ms = lambda bcap, k: 1.0 if k == 0 else 1e6
-        ctl.step._tables.clear()
-        ctl.step._cold, ctl.step.probe_interval = True, 3
+        old = ctl.step
+        ctl.step = DraftStepController(old.k_max, old.policy, lambda bcap, k: 1.0 if k == 0 else 1e6,
+                                       old.pad_requests, lag=ctl.lag, probe_interval=3)
     done = run_staggered(llm.engine, PROMPTS, params)
     assert [done[i].token_ids for i in range(len(PROMPTS))] == [r.token_ids for r in ref]
     summary = ctl.summary()
@@ -200,3 +201,24 @@ def test_metrics_count_probe_and_plain_rounds_of_an_adaptive_engine(tiny_llama_d
     assert value("adaspec:adaptive_rounds_total") == s["rounds"]
     assert value("adaspec:adaptive_probe_rounds_total") == s["probes"] > 0
     assert value("adaspec:adaptive_plain_rounds_total") == s["skipped_draft"] > 0
+
+
+def test_plain_costs_survive_save_and_load_and_bad_ones_are_refused(tiny_llama_dir, linear_backend, cal_files,  # noqa: F811
+                                                                   tmp_path):
+    import json
+
+    from adaspec.calibration.cost_table import CostTable, CostTableError
+
+    out = tmp_path / "t.json"
+    llm = _engine(tiny_llama_dir, [], linear_backend=linear_backend, adaptive_target_verify_cost_table_output=str(out),
+                  **_mode_flags("verify_sync", cal_files))
+    saved = llm.engine.control.table
+    loaded = CostTable.load(out, llm.engine.control.compat)
+    assert loaded.metadata.plain_ms == saved.metadata.plain_ms and loaded.plain_cost_ms(4) == saved.plain_cost_ms(4)
+    data = json.loads(out.read_text())
+    for bad, why in (({"8": 1.0}, "not in metadata.request_buckets"), ({"2": -1.0}, "positive finite"),
+                     ({"2": float("inf")}, "positive finite")):
+        edited = json.loads(json.dumps(data))
+        edited["metadata"]["plain_ms"] = bad
+        with pytest.raises(CostTableError, match=why):
+            CostTable.from_dict(edited, source="edited.json")

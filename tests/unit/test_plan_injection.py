@@ -30,8 +30,14 @@ def test_plan_transform_shortens_plans_and_output_stays_exact(tiny_llama_dir, pl
     assert any(max(v, default=0) > 1 for v in seen)  # the default plan verified more ...
     assert verified and max(verified) == 1  # ... and the rounds ran the transformed plan
 
-    llm.engine.plan_transform = lambda batch, p: RoundPlan(p.num_steps + 1, p.verify_lens, round_id=p.round_id)
-    with pytest.raises(Exception, match="only shorten"):
+    for bad in (lambda batch, p: RoundPlan(p.num_steps + 1, p.verify_lens, round_id=p.round_id),
+                lambda batch, p: RoundPlan(1, p.verify_lens, round_id=p.round_id)):  # lens beyond the draft steps
+        llm.engine.plan_transform = bad
+        with pytest.raises(Exception, match="only shorten"):
+            llm.generate(PROMPTS[:1], params[:1])
+        llm.engine.plan_transform = None
+    llm.engine.plan_transform = lambda batch, p: RoundPlan(p.num_steps, p.verify_lens, "sync", round_id=p.round_id)
+    with pytest.raises(Exception, match="needs rounds.verify_controller"):
         llm.generate(PROMPTS[:1], params[:1])
 
 
