@@ -62,6 +62,16 @@ class MTPSuffixDrafter:
         with self._lock:
             self.feedback.lag = int(lag)
 
+    def reset_feedback(self) -> None:
+        """Both sources back to their priors (benchmarks: one run each)."""
+        self.suffix.reset_feedback()
+        with self._lock:
+            self.window = AcceptanceWindow(self.max_steps, MTP_WINDOW, DEFAULT_PRIOR_RATE)
+            self.feedback = LaggedFeedback(self.feedback.lag)
+        self._sources.clear()
+        self.suffix_rows = self.mtp_rows = self.mtp_skipped = 0
+        self.host_seconds = 0.0
+
     def allocate(self, num_slots: int, max_len: int) -> None:
         self.mtp.allocate(num_slots, max_len)
         self.suffix.allocate(num_slots, max_len)

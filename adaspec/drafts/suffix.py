@@ -66,6 +66,14 @@ class SuffixDrafter:
     def set_lag(self, lag: int) -> None:
         self.estimator.set_lag(lag)
 
+    def reset_feedback(self) -> None:
+        """Back to the stated prior, an empty global cache and zeroed counters (benchmarks: one run each)."""
+        self.estimator = SuffixScores(self.estimator.feedback.lag)
+        self._records.clear()
+        if self.global_cache is not None:
+            self.global_cache = GlobalCache(self.global_cache.capacity, self.max_ngram)
+        self.host_seconds, self.calls = 0.0, 0
+
     # ---- Drafter protocol ---------------------------------------------------------------------
     def allocate(self, num_slots: int, max_len: int) -> None:
         self.slots = [SuffixIndex(self.max_ngram) for _ in range(num_slots)]
