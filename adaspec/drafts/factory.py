@@ -223,5 +223,6 @@ def engine_drafter(config, draft_dir, target_model, model_dir, device, dtype) ->
         return SuffixDrafter(global_cache=config.suffix_global_cache, lag=lag)
     if kind == "mtp+suffix":
         mtp = load_drafter(draft_dir, "mtp", target_model, model_dir, device, dtype)
-        return MTPSuffixDrafter(mtp, SuffixDrafter(global_cache=config.suffix_global_cache, lag=lag), lag=lag)
+        return MTPSuffixDrafter(mtp, SuffixDrafter(global_cache=config.suffix_global_cache, lag=lag), lag=lag,
+                                mtp_full_width=config.enable_adaptive_target_verify)
     return load_drafter(draft_dir, kind, target_model, model_dir, device, dtype)

@@ -3,14 +3,17 @@
 Every round the Suffix index is refreshed and looked up first (host only, drafts/suffix.py). For
 request b with a Suffix proposal of length l and scores s, and the MTP draft at k steps:
 
-    value_suffix = (1 + sum_j prod_{i<=j} s_i) / (1 + VERIFY_ROW_COST * l)
-    value_mtp    = (1 + sum_{j<=k} a_j)        / (1 + (VERIFY_ROW_COST + MTP_STEP_COST) * k)
+    value_suffix = max_{l' <= l} (1 + sum_{j<=l'} prod_{i<=j} s_i) / (1 + VERIFY_ROW_COST * l')
+    value_mtp    = max_{j <= k} (1 + sum_{i<=j} a_i) / (1 + (VERIFY_ROW_COST + MTP_STEP_COST) * j)
 
 with a_j MTP's windowed prefix acceptance (adaptive/feedback.AcceptanceWindow over the requests
 MTP proposed for, from completed rounds only, same lag as every other feedback; prior 0.5^j until
 then). Costs are in units of one request's plain-decode round: a verified row adds VERIFY_ROW_COST,
 an MTP draft step MTP_STEP_COST (stated constants, of the order measured for the bundled 135M
-model on CPU; BENCHMARKS.md). The Suffix proposes where value_suffix >= value_mtp, MTP elsewhere.
+model on CPU; BENCHMARKS.md). The Suffix proposes where value_suffix >= value_mtp, MTP elsewhere. MTP's depth j <= k is the one
+with the highest value_mtp (its deeper tokens are rarely accepted, the Suffix draft's often are, so
+one k for both would waste either); with adaptive target verify every source drafts the full width
+(R-D1: the verify controller decides what is verified), `mtp_full_width`.
 
 MTP's context stays correct whichever source proposed: its `draft()` is called every round with
 *all* refresh entries (target features of committed tokens only), with num_steps = k when at least
@@ -41,8 +44,10 @@ class MTPSuffixDrafter:
     reads_tokens = True
 
     def __init__(self, mtp, suffix: SuffixDrafter | None = None, lag: int = 1,
-                 verify_row_cost: float = VERIFY_ROW_COST, mtp_step_cost: float = MTP_STEP_COST):
+                 verify_row_cost: float = VERIFY_ROW_COST, mtp_step_cost: float = MTP_STEP_COST,
+                 mtp_full_width: bool = False):
         self.mtp = mtp
+        self.mtp_full_width = mtp_full_width  # adaptive verify: every source drafts the full width (R-D1)
         self.suffix = suffix or SuffixDrafter(lag=lag)
         self.capture_layers = tuple(mtp.capture_layers)
         self.max_steps = min(mtp.max_steps, self.suffix.max_steps)
@@ -81,21 +86,28 @@ class MTPSuffixDrafter:
 
         return copy_draft_slot(self.mtp, src, dst, length) and self.suffix.copy_slot(src, dst, length)
 
-    def mtp_value(self, k: int) -> float:
+    def mtp_choice(self, k: int) -> tuple[int, float]:
+        """(MTP depth, its value): the depth j <= k with the most predicted tokens per unit cost
+        (ties to the smaller j), or k itself when the full width is required."""
         with self._lock:
             for lens, acc in self.feedback.release(self._planning):
                 self.window.observe(lens, acc)
         a = self.window.prefix_acceptance()[:k]
-        return (1.0 + float(a.sum())) / (1.0 + (self.verify_row_cost + self.mtp_step_cost) * k)
+        unit = self.verify_row_cost + self.mtp_step_cost
+        values = [(1.0 + float(a[:j].sum())) / (1.0 + unit * j) for j in range(1, k + 1)]
+        j = k if self.mtp_full_width else max(range(1, k + 1), key=lambda i: (values[i - 1], -i))
+        return j, values[j - 1]
 
     def suffix_value(self, prop) -> float:
+        """The best value over the proposal's prefixes (its deeper tokens cost rows, no draft step)."""
         if not prop.length:
             return float("-inf")
-        path, total = 1.0, 0.0
-        for s in prop.scores[:prop.length]:
+        path, total, best = 1.0, 0.0, float("-inf")
+        for j, s in enumerate(prop.scores[:prop.length], start=1):
             path *= s
             total += path
-        return (1.0 + total) / (1.0 + self.verify_row_cost * prop.length)
+            best = max(best, (1.0 + total) / (1.0 + self.verify_row_cost * j))
+        return best
 
     def draft(self, batch: DraftBatch) -> DraftOutput:
         t0 = time.perf_counter()
@@ -103,14 +115,20 @@ class MTPSuffixDrafter:
         self.suffix.refresh(batch)
         props = self.suffix.propose(batch.slots, K, batch.round_id)
         use_suffix = [False] * len(props)
+        depth = K
         if K:
             self._planning = batch.round_id
-            m_value = self.mtp_value(K)
+            depth, m_value = self.mtp_choice(K)
             use_suffix = [self.suffix_value(p) >= m_value for p in props]
         need_mtp = K > 0 and not all(use_suffix)
         t1 = time.perf_counter()
-        out = self.mtp.draft(dataclasses.replace(batch, num_steps=K if need_mtp else 0))
+        out = self.mtp.draft(dataclasses.replace(batch, num_steps=depth if need_mtp else 0))
         t2 = time.perf_counter()
+        if need_mtp and depth < K:  # MTP rows propose `depth` tokens; the rest is filler with score 0
+            B = len(props)
+            pad = out.tokens[:, -1:].expand(B, K - depth)
+            out = DraftOutput(torch.cat([out.tokens, pad], dim=1),
+                              torch.cat([out.scores, out.scores.new_zeros(B, K - depth)], dim=1))
         self.suffix.record(batch.round_id, props, use_suffix)
         if batch.round_id is not None:
             self._sources[batch.round_id] = use_suffix
@@ -123,13 +141,13 @@ class MTPSuffixDrafter:
         if not need_mtp:
             result = to_output(props, K, batch.next_tokens.device)
         elif n_suffix == 0:
-            result = DraftOutput(out.tokens, out.scores, lengths=[K] * len(props))
+            result = DraftOutput(out.tokens, out.scores, lengths=[depth] * len(props))
         else:
             s = to_output(props, K, out.tokens.device)
             rows = torch.tensor([b for b, u in enumerate(use_suffix) if u], dtype=torch.long, device=out.tokens.device)
             tokens, scores = out.tokens.clone(), out.scores.clone()
             tokens[rows], scores[rows] = s.tokens[rows], s.scores[rows]
-            lengths = [p.length if u else K for p, u in zip(props, use_suffix)]
+            lengths = [p.length if u else depth for p, u in zip(props, use_suffix)]
             result = DraftOutput(tokens, scores, lengths=lengths)
         self.host_seconds += (t1 - t0) + (time.perf_counter() - t2)
         return result

@@ -196,8 +196,9 @@ def test_hybrid_chooses_suffix_where_a_match_exists_else_mtp():
     ctx_match = [4] + [10, 11, 12, 13, 14, 15, 16, 17] * 2
     out = h.draft(batch([0, 1], [0, 0], [ctx_match, [4, 20, 21, 22]], 3, round_id=1))
     assert out.tokens[0].tolist() == [10, 11, 12] and out.lengths[0] == 3  # 8-gram match: Suffix
-    assert out.tokens[1].tolist() == [7, 7, 7] and out.lengths[1] == 3  # no match: MTP
-    assert mtp.calls == [3]
+    # no match: MTP, at the depth with the most predicted tokens per unit cost (prior 0.5^j: depth 1)
+    assert out.tokens[1].tolist() == [7, 7, 7] and out.lengths[1] == 1 and out.scores[1].tolist()[1:] == [0, 0]
+    assert mtp.calls == [1]
     # every request has a good match: MTP only refreshes its context (num_steps 0)
     h.draft(batch([0], [len(ctx_match) - 1], [[17, 10, 11]], 3, round_id=2))
     assert mtp.calls[-1] == 0 and h.mtp_skipped == 1
@@ -213,7 +214,16 @@ def test_hybrid_learns_that_mtp_is_better_from_lagged_feedback():
     # round 2: new requests in both slots with the same match features; round 1 is visible (lag 1)
     out = h.draft(batch([0, 1], [0, 0], [[5, 12, 13, 31, 12, 13], [5, 23, 24]], 3, round_id=2))
     assert out.tokens[0].tolist() == [7, 7, 7]  # MTP now predicts more tokens per unit cost
+    assert out.lengths == [3, 3]  # and, accepted in full, it drafts the whole width
     assert h.window.has_data and h.suffix.estimator.rounds_applied == 1
+
+
+def test_hybrid_full_width_for_adaptive_verify():
+    mtp = StubMTP()
+    h = MTPSuffixDrafter(mtp, mtp_full_width=True)
+    h.allocate(1, 64)
+    out = h.draft(batch([0], [0], [[4, 20, 21, 22]], 5, round_id=1))
+    assert mtp.calls == [5] and out.lengths == [5]
 
 
 def test_hybrid_keeps_mtp_context_exact_whichever_source_proposed(tiny_llama_dir):
@@ -240,8 +250,10 @@ def test_hybrid_keeps_mtp_context_exact_whichever_source_proposed(tiny_llama_dir
         b.hidden = torch.randn(len(toks) - 1, cfg.hidden_size, generator=g)
         ref = alone.draft(b)
         out = h.draft(b)
-        if not h._sources[r + 1][0]:  # MTP proposed
-            assert out.tokens.tolist() == ref.tokens.tolist() and torch.equal(out.scores, ref.scores)
+        if not h._sources[r + 1][0]:  # MTP proposed (its first `depth` tokens: a greedy chain, any k)
+            j = out.lengths[0]
+            assert out.tokens[:, :j].tolist() == ref.tokens[:, :j].tolist()
+            assert torch.equal(out.scores[:, :j], ref.scores[:, :j])
         chosen.append(h._sources[r + 1][0])
         start = end
     assert any(chosen) and not all(chosen)  # both sources won some rounds
