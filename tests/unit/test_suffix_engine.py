@@ -89,7 +89,10 @@ def test_suffix_greedy_equals_plain(tiny_llama_dir, plain, linear_backend, cal_f
               **COMMON, **_flags(mode, cal_files))
     done = run_staggered(llm.engine, PROMPTS, params)
     _check(llm.engine, done, ref)
-    assert llm.engine.drafter.stats()["draft_calls"] > 0
+    st = llm.engine.drafter.stats()
+    assert st["draft_calls"] > 0
+    if MODES[mode].get("suffix_global_cache"):  # finished requests' outputs joined the cache (bounded by N)
+        assert st["global_cache_outputs"] == MODES[mode]["suffix_global_cache"]
 
 
 @pytest.mark.parametrize("mode", ["fixed_k4", "fixed_k3_overlap_global", "step_overlap", "verify_sync5",
