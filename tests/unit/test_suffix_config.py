@@ -103,3 +103,14 @@ def test_suffix_cost_table_never_serves_mtp_suffix_and_back(tiny_llama_dir, tmp_
         LLM(str(tiny_llama_dir), speculative_algorithm="Suffix", adaptive_target_verify_cost_table=str(hybrid_table),
             **common)
     assert "algorithm" in e.value.fields
+
+
+def test_generate_json_reports_the_drafters_time(tiny_llama_dir, capsys):
+    """The Suffix draft's host time per run is reported (`--json` stats), next to the acceptance."""
+    from adaspec.cli import main
+
+    rc = main(["generate", f"--model={tiny_llama_dir}", "--prompt=a b c a b c a b", "--chat=false", "--max_tokens=12",
+               "--speculative_algorithm=Suffix", "--num_speculative_tokens=4", "--json"])
+    assert rc == 0
+    stats = json.loads(capsys.readouterr().out)["stats"]
+    assert stats["drafter"]["draft_calls"] > 0 and 0 <= stats["drafter"]["draft_host_share"] < 1
