@@ -61,6 +61,7 @@ class MTPSuffixDrafter:
         self.suffix_rows = self.mtp_rows = 0  # requests each source proposed for
         self.mtp_skipped = 0  # rounds that ran MTP as refresh only
         self.host_seconds = 0.0  # time in draft() outside the MTP forward
+        self.calls = 0
 
     def set_lag(self, lag: int) -> None:
         self.suffix.set_lag(lag)
@@ -74,7 +75,7 @@ class MTPSuffixDrafter:
             self.window = AcceptanceWindow(self.max_steps, MTP_WINDOW, DEFAULT_PRIOR_RATE)
             self.feedback = LaggedFeedback(self.feedback.lag)
         self._sources.clear()
-        self.suffix_rows = self.mtp_rows = self.mtp_skipped = 0
+        self.suffix_rows = self.mtp_rows = self.mtp_skipped = self.calls = 0
         self.host_seconds = 0.0
 
     def allocate(self, num_slots: int, max_len: int) -> None:
@@ -150,6 +151,7 @@ class MTPSuffixDrafter:
             lengths = [p.length if u else depth for p, u in zip(props, use_suffix)]
             result = DraftOutput(tokens, scores, lengths=lengths)
         self.host_seconds += (t1 - t0) + (time.perf_counter() - t2)
+        self.calls += 1
         return result
 
     def observe(self, round_id, verify_lens, num_accepted) -> None:
@@ -167,5 +169,6 @@ class MTPSuffixDrafter:
         self.suffix.release_slot(slot)
 
     def stats(self) -> dict:
-        return {**self.suffix.stats(), "draft_host_seconds": self.host_seconds, "suffix_rows": self.suffix_rows,
+        return {**self.suffix.stats(), "draft_calls": self.calls, "draft_host_seconds": self.host_seconds,
+                "suffix_rows": self.suffix_rows,
                 "mtp_rows": self.mtp_rows, "mtp_refresh_only_rounds": self.mtp_skipped}

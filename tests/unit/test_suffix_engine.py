@@ -106,7 +106,7 @@ def test_mtp_suffix_greedy_equals_plain(tiny_llama_dir, plain, linear_backend, c
     # sync admission on the tiny target: its cost table may make no verify row worth taking (lossless either way)
     _check(llm.engine, done, ref, expect_verified=mode != "verify_sync5")
     st = drafter.stats()
-    assert st["suffix_rows"] > 0 and st["mtp_rows"] > 0  # both sources proposed in one run
+    assert st["suffix_rows"] > 0 and st["mtp_rows"] > 0 and st["draft_calls"] > 0  # both sources proposed
 
 
 def test_suffix_fixed_rounds_verify_only_what_was_proposed(tiny_llama_dir, plain):
