@@ -17,7 +17,9 @@ from .errors import UserError
 
 DTYPES = ("float32", "bfloat16", "float16", "auto")
 DEVICES = ("cpu", "cuda")
-SPECULATIVE_ALGORITHMS = ("none", "MTP", "DSpark")
+SPECULATIVE_ALGORITHMS = ("none", "MTP", "DSpark", "Suffix", "MTP+Suffix")
+SUFFIX_ALGORITHMS = ("Suffix", "MTP+Suffix")  # issue 10: the model-free draft, alone or beside MTP
+MAX_SUFFIX_GLOBAL_CACHE = 4096
 LINEAR_BACKENDS = ("auto", "fp32", "fp16w", "bf16", "int8")
 # the backend that is plain nn.Linear in each dtype (models/linear.py)
 NATIVE_LINEAR_BACKEND = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
@@ -86,9 +88,13 @@ class EngineConfig:
     max_model_len: int | None = field(default=None, metadata={"help": "context limit per request (prompt + output); default min(model limit, 2048)"})
     max_num_batched_tokens: int = field(default=512, metadata={"help": "token rows per step; long prompts are prefilled in chunks of at most this"})
     seed: int = field(default=0, metadata={"help": "seed of the engine's sampling RNG (requests without their own seed)"})
-    speculative_algorithm: str = field(default="none", metadata={"help": "speculative decoding: none | MTP | DSpark"})
+    speculative_algorithm: str = field(default="none", metadata={"help": (
+        "speculative decoding: none | MTP | DSpark | Suffix (model-free: copies the continuation of the longest "
+        "earlier n-gram of the request's own tokens; for text that repeats its context) | MTP+Suffix (per request "
+        "and round, whichever of the two predicts more tokens per unit cost)")})
     draft_model: str | None = field(default=None, metadata={"help": "draft directory (from `adaspec train-draft`); default: the shipped draft for the bundled model"})
-    num_speculative_tokens: int | None = field(default=None, metadata={"help": "MTP: draft steps k_max (default 3); DSpark: width w, 5 or 7 (default 7)"})
+    num_speculative_tokens: int | None = field(default=None, metadata={"help": "MTP, MTP+Suffix: draft steps k_max (default 3); DSpark: width w, 5 or 7 (default 7); Suffix: tokens proposed at most (default 5, at most 16)"})
+    suffix_global_cache: int = field(default=0, metadata={"help": "Suffix, MTP+Suffix: also match against the outputs of the last N finished requests (0 = only the request's own prompt and output; at most 4096)"})
     enable_probabilistic_draft: bool = field(default=False, metadata={"help": "sample draft tokens instead of argmax; not supported: the draft is always greedy (R-B4)"})
     # -- prepared geometry (issue 4) --
     enable_graph: bool = field(default=True, metadata={"help": "run on prepared shapes (request buckets x target-row buckets); on CPU these are warmed shapes, on CUDA the seam for graph capture"})
@@ -96,8 +102,8 @@ class EngineConfig:
     graph_decode_batch_sizes: tuple[int, ...] | None = field(default=None, metadata={"help": "request buckets to prepare, comma separated (default: 1,2,4,... up to --max_seqs_per_batch)"})
     enable_unified_mtp_graph: bool = field(default=False, metadata={"help": "prepare the whole adaptive round as one unit per request count (R-E3, R-F6): DP=1 and temperature 0 only"})
     # -- adaptive control (issue 5) --
-    enable_adaptive_draft_step: bool = field(default=False, metadata={"help": "MTP: choose the draft step count k per batch from measured cost and acceptance (R-C)"})
-    enable_adaptive_target_verify: bool = field(default=False, metadata={"help": "MTP/DSpark: choose per request how many drafted tokens the target verifies (R-D)"})
+    enable_adaptive_draft_step: bool = field(default=False, metadata={"help": "MTP, Suffix, MTP+Suffix: choose the draft step count k per batch from measured cost and acceptance (R-C)"})
+    enable_adaptive_target_verify: bool = field(default=False, metadata={"help": "MTP/DSpark/Suffix/MTP+Suffix: choose per request how many drafted tokens the target verifies (R-D)"})
     enable_schedule_overlap: bool = field(default=False, metadata={"help": "plan round n while round n-1 runs; adaptive verify then uses lag-2 feedback (R-D4)"})
     adaptive_draft_step_config: str | None = field(default=None, metadata={"help": "JSON file with policy/calibration for --enable_adaptive_draft_step (R-C5); optional"})
     adaptive_target_verify_calibration: str | None = field(default=None, metadata={"help": "JSON file overriding start-up calibration fields for adaptive verify (R-F3); optional"})
@@ -147,11 +153,13 @@ class EngineConfig:
         if algo == "none":
             if k is not None or self.draft_model is not None:
                 flag = "--num_speculative_tokens" if k is not None else "--draft_model"
-                raise ConfigError(f"{flag} needs --speculative_algorithm=MTP or DSpark")
+                raise ConfigError(f"{flag} needs --speculative_algorithm=MTP, DSpark, Suffix or MTP+Suffix"
+                                  if k is not None else f"{flag} needs --speculative_algorithm=MTP, DSpark or MTP+Suffix")
         elif k is not None and k < 1:
             raise ConfigError(f"--num_speculative_tokens={k}: must be >= 1")
         elif algo == "DSpark" and k is not None and k not in (5, 7):
             raise ConfigError(f"--num_speculative_tokens={k}: DSpark's width must be 5 or 7")
+        self._validate_suffix()
         if self.graph_decode_batch_sizes is not None:
             bad = [b for b in self.graph_decode_batch_sizes if not 1 <= b <= self.max_seqs_per_batch]
             if not self.graph_decode_batch_sizes:
@@ -170,6 +178,24 @@ class EngineConfig:
         self._validate_adaptive()
         return self
 
+    def _validate_suffix(self) -> None:
+        """Issue 10: the Suffix draft has no weights and proposes at most 16 tokens; its cache flag needs it."""
+        algo, k, n = self.speculative_algorithm, self.num_speculative_tokens, self.suffix_global_cache
+        if algo == "Suffix" and self.draft_model is not None:
+            raise ConfigError("--draft_model is not used by --speculative_algorithm=Suffix (a model-free draft); drop "
+                              "it, or use --speculative_algorithm=MTP+Suffix to add an MTP draft", param="--draft_model")
+        if algo in SUFFIX_ALGORITHMS and k is not None and k > 16:
+            raise ConfigError(f"--num_speculative_tokens={k}: {algo} proposes at most 16 tokens per round")
+        if n < 0 or n > MAX_SUFFIX_GLOBAL_CACHE:
+            raise ConfigError(f"--suffix_global_cache={n}: must be between 0 and {MAX_SUFFIX_GLOBAL_CACHE} (finished "
+                              "requests whose outputs the Suffix draft matches against; 0 = none)")
+        if n and algo not in SUFFIX_ALGORITHMS:
+            raise ConfigError(f"--suffix_global_cache={n} needs --speculative_algorithm=Suffix or MTP+Suffix (got "
+                              f"{algo}); drop the flag or change the algorithm")
+        if algo == "Suffix" and self.enable_unified_mtp_graph:
+            raise ConfigError("--enable_unified_mtp_graph=true prepares an MTP draft graph, and "
+                              "--speculative_algorithm=Suffix has no draft model; set --enable_unified_mtp_graph=false")
+
     def _validate_parallel(self) -> None:
         for name in ("dp_size", "cp_size", "tp_size"):
             if getattr(self, name) != 1:
@@ -185,16 +211,18 @@ class EngineConfig:
                 "set one of them to false"
             )
         if step:
-            if algo != "MTP":
-                raise ConfigError("--enable_adaptive_draft_step=true requires --speculative_algorithm=MTP")
+            if algo not in ("MTP", *SUFFIX_ALGORITHMS):
+                raise ConfigError("--enable_adaptive_draft_step=true requires --speculative_algorithm=MTP, Suffix or "
+                                  "MTP+Suffix")
             if self.enable_unified_mtp_graph:
                 raise ConfigError(
                     "--enable_adaptive_draft_step=true does not support --enable_unified_mtp_graph=true; "
                     "set --enable_unified_mtp_graph=false"
                 )
         if verify:
-            if algo not in ("MTP", "DSpark"):
-                raise ConfigError("--enable_adaptive_target_verify=true requires --speculative_algorithm=MTP or DSpark")
+            if algo not in ("MTP", "DSpark", *SUFFIX_ALGORITHMS):
+                raise ConfigError("--enable_adaptive_target_verify=true requires --speculative_algorithm=MTP, DSpark, "
+                                  "Suffix or MTP+Suffix")
             if k not in (5, 7):
                 raise ConfigError(
                     f"--enable_adaptive_target_verify=true requires --num_speculative_tokens=5 or 7 (got {k})"
@@ -202,7 +230,7 @@ class EngineConfig:
         if self.enable_unified_mtp_graph and self.dp_size > 1:
             raise ConfigError("--enable_unified_mtp_graph=true supports --dp_size=1 only; set --enable_unified_mtp_graph=false")
         if self.enable_unified_mtp_graph and not self.speculative:
-            raise ConfigError("--enable_unified_mtp_graph=true needs --speculative_algorithm=MTP or DSpark")
+            raise ConfigError("--enable_unified_mtp_graph=true needs --speculative_algorithm=MTP, DSpark or MTP+Suffix")
         if step or verify:
             flag = "--enable_adaptive_draft_step" if step else "--enable_adaptive_target_verify"
             if not self.enable_graph:
@@ -269,10 +297,11 @@ class EngineConfig:
 
     @property
     def num_draft_tokens(self) -> int:
-        """k_max (MTP) or width w (DSpark); 0 without speculation."""
+        """k_max (MTP, MTP+Suffix), width w (DSpark) or the most tokens a Suffix round proposes; 0 without speculation."""
         if not self.speculative:
             return 0
-        return self.num_speculative_tokens or (3 if self.speculative_algorithm == "MTP" else 7)
+        default = {"MTP": 3, "MTP+Suffix": 3, "Suffix": 5}.get(self.speculative_algorithm, 7)
+        return self.num_speculative_tokens or default
 
     def replace(self, **changes) -> "EngineConfig":
         return replace(self, **changes)

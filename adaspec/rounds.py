@@ -16,7 +16,8 @@ class RoundPlan:
     # per decoding request, in batch order: draft tokens the target verifies (<= num_steps); with
     # an adaptive admission these are only upper bounds (what each request may still emit)
     verify_lens: tuple[int, ...]
-    # "fixed": verify_lens as given; "budget": the round's current path probabilities fill a
+    # "fixed": verify_lens as given, cut to what the draft proposed (DraftOutput.lengths: the Suffix
+    # draft proposes nothing without a match) unless `exact`; "budget": the round's current path probabilities fill a
     # padded row budget decided in advance (R-D4); "sync": greedy admission with early stop (R-D3a)
     admission: str = "fixed"
     row_budget: int | None = None  # padded target rows G for "budget"
@@ -24,6 +25,7 @@ class RoundPlan:
     # a round the controller runs only to keep its acceptance estimate alive (issue 13: bounded,
     # counted exploration; metrics `<ns>:adaptive_probe_rounds_total`)
     probe: bool = False
+    exact: bool = False  # "fixed" verifies exactly verify_lens, proposals or not (calibration measures shapes)
 
     @staticmethod
     def plain(num_decoding: int) -> "RoundPlan":

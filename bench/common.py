@@ -155,13 +155,20 @@ def load_prompts(tokenizer, source: str, n: int, prompt_tokens: int = 192, templ
     """`n` held-out prompts of `source`, rendered as the trainer renders its prompts (distill.py):
     chat items with the chat template (template="auto"; "all"/"none" force it on/off), cut to
     the last `prompt_tokens` tokens for chat and human-eval, the first ones for passages."""
-    from adaspec.training.corpus import heldout_prompts
+    from adaspec.training.corpus import copy_items, heldout_prompts
 
-    items = heldout_prompts(source, n)
+    # "copydev": the copy-heavy *dev* split, the only copy prompts anything may be tuned on (issue 10)
+    items = copy_items("train")[:n] if source == "copydev" else heldout_prompts(source, n)
     out = []
     for it in items:
         chat = it.chat if template == "auto" else template == "all"
-        ids = tokenizer.chat_prompt_ids(it.text) if chat else tokenizer.encode(it.text)
+        if it.messages is not None:  # multi-turn copy prompts: the whole conversation
+            ids = tokenizer.apply_chat_template(list(it.messages), add_generation_prompt=True)
+        else:
+            ids = tokenizer.chat_prompt_ids(it.text) if chat else tokenizer.encode(it.text)
+        if source in ("copy", "copydev"):  # the passage is the point of the prompt: never cut it
+            out.append(Prompt(source, it.id, tuple(ids)))
+            continue
         keep_tail = chat or it.id.startswith("HumanEval")
         ids = ids[-prompt_tokens:] if keep_tail else ids[:prompt_tokens]
         out.append(Prompt(source, it.id, tuple(ids)))
@@ -180,8 +187,8 @@ def interleave(groups: Sequence[Sequence[Prompt]]) -> list[Prompt]:
 
 def prompt_sets(tokenizer, sources: Sequence[str], n: int, prompt_tokens: int, template: str) -> dict[str, list[Prompt]]:
     """{source: prompts}; "mixed" interleaves code, chat and prose (n prompts in all)."""
-    per = {s: load_prompts(tokenizer, s, n, prompt_tokens, template) for s in SOURCES
-           if s in sources or "mixed" in sources}
+    per = {s: load_prompts(tokenizer, s, n, prompt_tokens, template) for s in SOURCES + ("copy", "copydev")
+           if s in sources or (s in SOURCES and "mixed" in sources)}
     out = {s: per[s] for s in sources if s != "mixed"}
     if "mixed" in sources:
         out["mixed"] = interleave([per[s] for s in SOURCES])[:n]

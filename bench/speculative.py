@@ -42,14 +42,19 @@ ALL_CONFIGS = ("plain", "mtp1", "mtp2", "mtp3", "mtp4", "mtp5", "dspark5", "dspa
 
 
 def parse_config(name: str) -> tuple[str, int | None]:
-    """"plain" -> ("none", None); "mtp3" -> ("MTP", 3); "dspark7" -> ("DSpark", 7)."""
+    """"plain" -> ("none", None); "mtp3" -> ("MTP", 3); "dspark7" -> ("DSpark", 7); "suffix5" ->
+    ("Suffix", 5); "mtp+suffix3" -> ("MTP+Suffix", 3) (issue 10)."""
     if name == "plain":
         return "none", None
+    for prefix, algo in (("mtp+suffix", "MTP+Suffix"), ("suffix", "Suffix")):
+        if name.startswith(prefix) and name[len(prefix):].isdigit() and 1 <= int(name[len(prefix):]) <= 16:
+            return algo, int(name[len(prefix):])
     if name.startswith("mtp") and name[3:].isdigit() and int(name[3:]) >= 1:
         return "MTP", int(name[3:])
     if name.startswith("dspark") and name[6:] in ("5", "7"):
         return "DSpark", int(name[6:])
-    raise SystemExit(f"--configs: unknown configuration {name!r} (plain, mtpK with K >= 1, dspark5, dspark7)")
+    raise SystemExit(f"--configs: unknown configuration {name!r} (plain, mtpK with K >= 1, dspark5, dspark7, suffixK, "
+                     "mtp+suffixK with K = 1..16)")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -65,7 +70,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="comma-separated --linear_backend values run side by side for float32 (auto, fp32, fp16w, "
                         "bf16, int8; issue 14); bfloat16 always runs its own kernels")
     p.add_argument("--sources", default="code,chat,prose",
-                   help="comma-separated held-out prompt sources: code, chat, prose, mixed (interleaves the three)")
+                   help="comma-separated held-out prompt sources: code, chat, prose, copy (copy-heavy chat prompts, "
+                        "issue 10; never cut), mixed (interleaves code, chat and prose)")
     p.add_argument("--num_prompts", type=int, default=4,
                    help="prompts per stream; a stream has max(num_prompts, B) prompts so that B requests can run")
     p.add_argument("--max_tokens", type=int, default=64, help="new tokens per request at most (greedy)")
@@ -95,7 +101,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     args.dtypes = common.parse_list(args.dtypes, str, ("float32", "bfloat16"), name="dtypes")
     args.linear_backends = common.parse_list(args.linear_backends, str, ("auto", "fp32", "fp16w", "bf16", "int8"),
                                              name="linear_backends")
-    args.sources = common.parse_list(args.sources, str, ("code", "chat", "prose", "mixed"), name="sources")
+    args.sources = common.parse_list(args.sources, str, ("code", "chat", "prose", "copy", "mixed"), name="sources")
     for name in ("num_prompts", "max_tokens", "repeats", "threads", "prompt_tokens"):
         if getattr(args, name) < 1:
             p.error(f"--{name} must be >= 1")
@@ -108,7 +114,7 @@ def build_engines(args, dtype: str, backend: str = "fp32") -> dict:
     engines = {}
     for name in args.configs:
         algo, width = parse_config(name)
-        draft = args.mtp_draft if algo == "MTP" else args.dspark_draft if algo == "DSpark" else None
+        draft = args.mtp_draft if algo in ("MTP", "MTP+Suffix") else args.dspark_draft if algo == "DSpark" else None
         t0 = time.perf_counter()
         engines[name] = common.build_llm(dtype, algo, width, draft, max_seqs=max(args.batch_sizes),
                                          max_model_len=args.max_model_len, threads=args.threads,

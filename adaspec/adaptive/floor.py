@@ -36,6 +36,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# Drafters whose proposals appear the moment the text starts repeating (the model-free Suffix draft,
+# alone or in the MTP+Suffix hybrid): lagged scores cannot foresee a new match, and their draft costs
+# next to nothing on the host, so adaptive verify never skips their draft.
+NEVER_SKIPPED = ("suffix", "mtp+suffix")
+
+
+def floor_applies(drafter) -> bool:
+    """Whether adaptive verify may skip this drafter's draft (see NEVER_SKIPPED)."""
+    return getattr(drafter, "kind", None) not in NEVER_SKIPPED
+
+
 DEFAULT_PROBE_INTERVAL = 50
 DEFAULT_MAX_PROBE_INTERVAL = 800
 

@@ -64,7 +64,7 @@ class TableMetadata(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     version: Literal[1] = 1
-    algorithm: Literal["MTP", "DSpark"]
+    algorithm: Literal["MTP", "DSpark", "Suffix", "MTP+Suffix"]
     mode: Literal["adaptive_target_verify", "adaptive_draft_step"] = "adaptive_target_verify"
     draft_width: int = Field(ge=1)  # w (verify) or k_max (draft step)
     weights_fingerprint: str
@@ -99,7 +99,7 @@ class TableMetadata(BaseModel):
 class TableCompat:
     """What this engine runs; a loaded table must match every field (R-G3)."""
 
-    algorithm: str  # "MTP" | "DSpark"
+    algorithm: str  # "MTP" | "DSpark" | "Suffix" | "MTP+Suffix"
     draft_width: int  # --num_speculative_tokens
     weights_fingerprint: str
     dtype: str  # resolved dtype ("float32", "bfloat16"), never "auto"
@@ -116,7 +116,8 @@ class TableCompat:
 _FIXES = {
     "mode": ("a table calibrated for one adaptive mode cannot serve the other",
              "load a table calibrated for {engine}"),
-    "algorithm": ("a DSpark table never serves MTP and vice versa",
+    "algorithm": ("a table of one speculative algorithm never serves another (DSpark, MTP, Suffix and MTP+Suffix "
+                  "rounds cost differently)",
                   "load a table calibrated for {engine} (or run with --speculative_algorithm={table})"),
     "draft_width": ("Draft5 and Draft7 costs never mix",
                     "load a table calibrated with --num_speculative_tokens={engine} "

@@ -42,7 +42,7 @@ def cmd_calibrate(args, engine_config) -> int:
     config = engine_config(args)
     if not config.adaptive:
         raise ConfigError("calibrate needs --enable_adaptive_target_verify=true or --enable_adaptive_draft_step=true "
-                          "(with --speculative_algorithm=MTP or DSpark)", param="--enable_adaptive_target_verify")
+                          "(with --speculative_algorithm=MTP, DSpark, Suffix or MTP+Suffix)", param="--enable_adaptive_target_verify")
     if args.plot and "--plot" not in getattr(args, "explicit_flags", {"--plot"}) and not _have_matplotlib():
         # the default plot needs an optional package: skip it (said up front) rather than refuse (issue 9)
         print("adaspec calibrate: note: matplotlib is not installed, so no plot is drawn "

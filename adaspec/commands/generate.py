@@ -84,6 +84,9 @@ def cmd_generate(args, engine_config) -> int:
         stats.update(llm.engine.spec_stats.summary())
     if llm.engine.control is not None:
         stats.update(llm.engine.control.summary())
+    if hasattr(llm.engine.drafter, "stats"):  # Suffix, MTP+Suffix (issue 10): the drafter's host time and choices
+        stats["drafter"] = llm.engine.drafter.stats()
+        stats["drafter"]["draft_host_share"] = round(stats["drafter"]["draft_host_seconds"] / elapsed, 5)
     if args.json:
         print(json.dumps({
             "outputs": [{"prompt": p.shown, "token_ids": o.token_ids, "text": o.text, "finish_reason": o.finish_reason}

@@ -38,16 +38,25 @@ class DraftBatch:
     hidden: torch.Tensor  # [R, F] target features h_p of all entries, requests concatenated in order
     next_tokens: torch.Tensor  # [R] int64, t_{p+1} of each entry
     num_steps: int  # tokens to propose per request (0 = refresh only)
+    # Only for drafters that declare `reads_tokens = True` (the model-free Suffix draft, issue 10):
+    # per request, the committed tokens t_p..t_{p+len} on the host (p = entry_starts[b], len =
+    # entry_lens[b]; t_p is the token the target read at the first new entry's position, for p = 0
+    # the prompt's first token), so the draft reads tokens without a device-to-host copy.
+    tokens_host: list[list[int]] | None = None
+    round_id: int | None = None  # the engine's round id (None in calibration); drafters with feedback use it
 
 
 @dataclass
 class DraftOutput:
     tokens: torch.Tensor  # [B, num_steps] int64, target-vocabulary ids
     scores: torch.Tensor  # [B, num_steps] float32 in [0, 1]: per-position acceptance predictor
+    # optional, host list: tokens actually proposed per request (<= num_steps; the rest of the row is
+    # filler with score 0). A fixed plan verifies at most this many (RoundRunner); None = num_steps.
+    lengths: list[int] | None = None
 
 
 class Drafter(Protocol):
-    kind: str  # "mtp" | "dspark"
+    kind: str  # "mtp" | "dspark" | "suffix" | "mtp+suffix"
     max_steps: int  # most tokens one call may propose (MTP: any k; DSpark: its width w)
     capture_layers: tuple[int, ...]  # target layers whose outputs form h_p (empty = last layer)
 
@@ -65,6 +74,11 @@ class Drafter(Protocol):
     def copy_slot(self, src: int, dst: int, length: int) -> bool:
         """Copy slot `src`'s state of positions [0, length) into slot `dst`; False = not supported."""
         return False
+
+    # Optional (issue 10), found with getattr: `reads_tokens = True` asks for `DraftBatch.tokens_host`;
+    # `observe(round_id, verify_lens, num_accepted)` receives every completed round's outcome from the
+    # engine's result path (the drafter applies it with the lag `set_lag(lag)` gives: 1, or 2 with
+    # schedule overlap); `release_slot(slot)` says the request in `slot` finished.
 
 
 def copy_draft_slot(drafter, src: int, dst: int, length: int) -> bool:

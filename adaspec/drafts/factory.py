@@ -30,6 +30,7 @@ from .mtp import MTPDraft
 FORMAT = "adaspec-draft"
 FORMAT_VERSION = 1
 KINDS = ("mtp", "dspark")
+MODEL_FREE = ("suffix", "mtp+suffix")  # --speculative_algorithm values built here without (only) a draft file
 SHIPPED_DIR = Path(__file__).resolve().parent.parent / "assets" / "drafts"
 
 
@@ -208,3 +209,20 @@ def load_drafter(
     # identifies these draft weights in cost tables (R-G3): a table measured with another draft is refused
     draft.fingerprint = "sha256:" + hashlib.sha256((directory / "model.safetensors").read_bytes()).hexdigest()[:32]
     return draft.bind_target(target_model)
+
+
+def engine_drafter(config, draft_dir, target_model, model_dir, device, dtype) -> Drafter:
+    """The drafter `--speculative_algorithm` asks for: a saved draft (MTP, DSpark), the model-free
+    Suffix draft, or MTP+Suffix (the MTP draft at `draft_dir` plus a Suffix draft), issue 10."""
+    from .hybrid import MTPSuffixDrafter
+    from .suffix import SuffixDrafter
+
+    kind = config.speculative_algorithm.lower()
+    lag = 2 if config.enable_schedule_overlap else 1
+    if kind == "suffix":
+        return SuffixDrafter(global_cache=config.suffix_global_cache, lag=lag)
+    if kind == "mtp+suffix":
+        mtp = load_drafter(draft_dir, "mtp", target_model, model_dir, device, dtype)
+        return MTPSuffixDrafter(mtp, SuffixDrafter(global_cache=config.suffix_global_cache, lag=lag), lag=lag,
+                                mtp_full_width=config.enable_adaptive_target_verify)
+    return load_drafter(draft_dir, kind, target_model, model_dir, device, dtype)

@@ -51,11 +51,11 @@ def rows_plan(bcap: int, rows: int, width: int) -> RoundPlan:
     """Full-width drafting, `rows - bcap` verify rows spread as evenly as possible (R-D1)."""
     extra = rows - bcap
     lens = tuple(min(width, extra // bcap + (1 if i < extra % bcap else 0)) for i in range(bcap))
-    return RoundPlan(width, lens)
+    return RoundPlan(width, lens, exact=True)  # every planned row, proposals or not (Suffix: issue 10)
 
 
 def steps_plan(bcap: int, k: int) -> RoundPlan:
-    return RoundPlan(k, (k,) * bcap)
+    return RoundPlan(k, (k,) * bcap, exact=True)
 
 
 _GREEDY = SamplingParams(temperature=0, max_tokens=10**9, ignore_eos=True)

@@ -21,7 +21,7 @@ import statistics
 import sys
 import time
 
-from ..adaptive.floor import PlainFloor
+from ..adaptive.floor import PlainFloor, floor_applies
 from ..adaptive.step_controller import DraftStepController, StepPolicy
 from ..adaptive.verify_controller import VerifyController
 from ..calibration.config import (
@@ -104,7 +104,8 @@ class AdaptiveControl:
             if log:
                 self.log(self.step.describe_exploration())
         else:
-            self.floor = PlainFloor()
+            # None: the drafter's proposals cannot be foreseen from lagged feedback (floor.NEVER_SKIPPED)
+            self.floor = PlainFloor() if floor_applies(getattr(self.engine, "drafter", None)) else None
             self.verify = VerifyController(
                 self.width, self.table.cost_ms, self.geometry.pad_requests, dict(self.geometry.target_rows),
                 self.geometry.pad_rows, mode="async" if cfg.enable_schedule_overlap else "sync", lag=self.lag,
@@ -112,7 +113,10 @@ class AdaptiveControl:
             rounds = getattr(self.engine, "rounds", None)
             if rounds is not None and rounds.verify_controller is not None:
                 rounds.verify_controller = self.verify
-            if log:
+            if log and self.floor is None:
+                self.log(f"[adaspec] plain floor: off for {self.algorithm} (its proposals appear as soon as the text "
+                         "repeats, which lagged feedback cannot foresee; its draft is nearly free)")
+            elif log:
                 self.log(self.floor.describe())
                 if not self.table.metadata.plain_ms:
                     self.log("[adaspec] plain floor: this cost table has no plain-round costs (written before "
@@ -209,14 +213,19 @@ class AdaptiveControl:
         if self.verify.mode == "async":
             G = self.verify.plan_budget(B, round_id=round_id, max_lens=list(caps), kv_len=kv_len)
             reason = self.verify.decisions[-1].reason
-            verdict = self.floor.decide(reason.startswith("fallback") or (reason == "argmax" and G > B))
+            gain = reason.startswith("fallback") or (reason == "argmax" and G > B)
+            verdict = self.floor.decide(gain) if self.floor is not None else "draft"
+            if verdict == "draft" and not gain:  # floor off: draft, at the cheapest prepared budget
+                G = self.geometry.pad_rows(self.geometry.pad_requests(B), B)
+                self.verify.g_histogram[G] += 1
             if verdict == "skip":  # the lagged budget admits no candidate, or not drafting wins (floor.py)
                 return RoundPlan(0, (0,) * B, round_id=round_id)
             if verdict == "probe":  # draft at the cheapest prepared budget: fresh scores for the estimate
                 G = self.geometry.pad_rows(self.geometry.pad_requests(B), B)
                 self.verify.g_histogram[G] += 1
             return RoundPlan(self.width, caps, "budget", G, round_id, probe=verdict == "probe")
-        verdict = self.floor.decide(self.verify.predicts_gain(B, round_id=round_id, max_lens=list(caps), kv_len=kv_len))
+        verdict = (self.floor.decide(self.verify.predicts_gain(B, round_id=round_id, max_lens=list(caps), kv_len=kv_len))
+                   if self.floor is not None else "draft")
         if verdict == "skip":
             return RoundPlan(0, (0,) * B, round_id=round_id)
         return RoundPlan(self.width, caps, "sync", round_id=round_id, probe=verdict == "probe")
@@ -231,4 +240,5 @@ class AdaptiveControl:
     def summary(self) -> dict:
         if self.step is not None:
             return {"chosen_k": dict(sorted(self.step.k_histogram.items())), **self.step.exploration_summary()}
-        return {"chosen_G": dict(sorted(self.verify.g_histogram.items())), **self.floor.summary()}
+        return {"chosen_G": dict(sorted(self.verify.g_histogram.items())),
+                **(self.floor.summary() if self.floor is not None else {})}

@@ -125,12 +125,16 @@ class LLMEngine:
         if config.speculative and drafter is not None:
             self.drafter = drafter
         elif config.speculative:
-            from ..drafts.factory import load_drafter
+            from ..drafts.factory import engine_drafter
 
-            self.drafter = load_drafter(checked.draft_dir or config.draft_model, config.speculative_algorithm.lower(),
-                                        self.model, self.model_dir, self.device, self.dtype)
-        if isinstance(self.drafter, torch.nn.Module):  # the drafts and their heads use the target's backend
-            pack_module(self.drafter, self.linear_backend)
+            self.drafter = engine_drafter(config, checked.draft_dir or config.draft_model, self.model, self.model_dir,
+                                          self.device, self.dtype)
+        packable = getattr(self.drafter, "mtp", self.drafter)  # MTP+Suffix: its MTP part (issue 10)
+        if isinstance(packable, torch.nn.Module):  # the drafts and their heads use the target's backend
+            pack_module(packable, self.linear_backend)
+        self._drafter_observe = getattr(self.drafter, "observe", None)  # drafters with feedback (Suffix)
+        if hasattr(self.drafter, "set_lag"):
+            self.drafter.set_lag(2 if config.enable_schedule_overlap else 1)
         if self.drafter is not None:
             if self.num_draft_tokens > self.drafter.max_steps:
                 raise ConfigError(f"--num_speculative_tokens={self.num_draft_tokens} exceeds what the draft "
@@ -272,6 +276,8 @@ class LLMEngine:
                 req.num_accepted_tokens += m
         if self.control is not None:
             self.control.observe(result, plan.round_id)
+        if self._drafter_observe is not None and decoding:
+            self._drafter_observe(plan.round_id, result.verify_lens, result.num_accepted)
         updated = self.commit(batch, result)
         if self.round_observers:
             event = RoundEvent(plan.round_id, batch, decoding, plan, result, started, finished)

@@ -189,15 +189,16 @@ def preflight(config: EngineConfig, *, sampling: Iterable[SamplingParams] = (), 
         from ..models.loader import quantization, weights_fingerprint
 
         target_fp = weights_fingerprint(model_dir)
-        if drafter is None:
-            draft_dir = check_draft(config.draft_model, config.speculative_algorithm.lower(), width, model_cfg,
-                                    target_fp)
+        draft_kind = {"MTP+Suffix": "mtp", "Suffix": None}.get(config.speculative_algorithm,
+                                                              config.speculative_algorithm.lower())
+        if drafter is None and draft_kind is not None:  # Suffix has no draft file (issue 10)
+            draft_dir = check_draft(config.draft_model, draft_kind, width, model_cfg, target_fp)
         elif width > getattr(drafter, "max_steps", width):
             raise ConfigError(f"--num_speculative_tokens={width} exceeds what the draft proposes ({drafter.max_steps})",
                               param="--num_speculative_tokens")
         if config.adaptive:
             draft_fp = (getattr(drafter, "fingerprint", None) or type(drafter).__name__) if drafter is not None \
-                else draft_fingerprint(draft_dir)
+                else model_free_fingerprint(config.speculative_algorithm, draft_dir and draft_fingerprint(draft_dir))
             fingerprint, quant = f"{target_fp}+draft:{draft_fp}", quantization(model_dir)
             facts = _facts(config, max_model_len, cache_len)
             if table_path:
@@ -226,6 +227,15 @@ def _check_drafter(config: EngineConfig, drafter) -> None:
     if config.draft_model is not None:
         raise ConfigError(f"drafter and draft_model={config.draft_model!r} are both given; pass only one",
                           param="drafter")
+
+
+def model_free_fingerprint(algorithm: str, draft_fp: str | None) -> str:
+    """The draft part of a cost table's weights fingerprint, as the engine's drafter reports it (R-G3)."""
+    from ..drafts.suffix import FINGERPRINT
+
+    if algorithm == "Suffix":
+        return FINGERPRINT
+    return f"{draft_fp}+{FINGERPRINT}" if algorithm == "MTP+Suffix" else draft_fp
 
 
 def _model(config: EngineConfig, progress: bool):

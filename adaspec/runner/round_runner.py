@@ -43,9 +43,17 @@ class RoundRunner:
         self.default_generator = default_generator
         self.pending: dict[str, _Pending] = {}
         self.capture_layers = tuple(drafter.capture_layers) if drafter else ()
+        # issue 10: drafters that read committed tokens (Suffix) get them as host lists, and hear
+        # which slot's request finished (release_slot)
+        self.reads_tokens = bool(getattr(drafter, "reads_tokens", False))
+        self._release_slot = getattr(drafter, "release_slot", None)
+        self._slot_of: dict[str, int] = {}
 
     def release(self, request_id: str) -> None:
         self.pending.pop(request_id, None)
+        slot = self._slot_of.pop(request_id, None)
+        if slot is not None and self._release_slot is not None:
+            self._release_slot(slot)
 
     # ------------------------------------------------------------------------------------
     def run(self, chunks, plan: RoundPlan) -> RoundResult:
@@ -58,7 +66,9 @@ class RoundRunner:
         # refresh entries stay pending and reach the drafter, in order, at its next drafting round;
         # the draft's caches are positional (drafts/base.py), so a deferred refresh writes exactly
         # what per-round refreshes would have written.
-        draft = self._draft(decoding, K) if self.drafter is not None and decoding and K else None
+        draft = self._draft(decoding, K, plan.round_id) if self.drafter is not None and decoding and K else None
+        if K and decoding and plan.admission == "fixed" and draft.lengths is not None and not plan.exact:
+            lens = [min(L, n) for L, n in zip(lens, draft.lengths)]  # nothing proposed, nothing verified
         if K and decoding and plan.admission != "fixed":
             lens = self._admit(draft, plan, lens, decoding)
 
@@ -171,9 +181,14 @@ class RoundRunner:
         p.hidden.append(self._features(out, row, n))
         p.next_tokens += next_tokens[:n]
 
-    def _draft(self, decoding, num_steps: int) -> DraftOutput | None:
+    def _draft(self, decoding, num_steps: int, round_id: int | None = None) -> DraftOutput | None:
         """Refresh every decoding request's draft context and propose `num_steps` tokens each."""
         batch_pending = [self.pending.pop(c.request.request_id) for c in decoding]
+        tokens_host = None
+        if self.reads_tokens:
+            tokens_host = [[c.request.token_at(p.start)] + p.next_tokens for c, p in zip(decoding, batch_pending)]
+            for c in decoding:
+                self._slot_of[c.request.request_id] = c.request.slot
         batch = DraftBatch(
             slots=[c.request.slot for c in decoding],
             entry_starts=[p.start for p in batch_pending],
@@ -181,5 +196,7 @@ class RoundRunner:
             hidden=torch.cat([h for p in batch_pending for h in p.hidden], dim=0),
             next_tokens=torch.tensor([t for p in batch_pending for t in p.next_tokens], dtype=torch.long, device=self.device),
             num_steps=num_steps,
+            tokens_host=tokens_host,
+            round_id=round_id,
         )
         return self.drafter.draft(batch)

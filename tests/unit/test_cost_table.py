@@ -162,7 +162,7 @@ def test_file_system_without_hard_links(tmp_path, table, monkeypatch):
 # ----------------------------------------------------------------------------- compatibility (R-G3)
 
 MISMATCHES = [
-    ("algorithm", {"algorithm": "MTP"}, "a DSpark table never serves MTP and vice versa"),
+    ("algorithm", {"algorithm": "MTP"}, "a table of one speculative algorithm never serves another"),
     ("draft_width", {"draft_width": 7}, "Draft5 and Draft7 costs never mix"),
     ("weights_fingerprint", {"weights_fingerprint": "sha256:other"}, "other target/draft weights"),
     ("quantization", {"quantization": "int8"}, "another quantisation"),

@@ -222,3 +222,14 @@ def test_plain_costs_survive_save_and_load_and_bad_ones_are_refused(tiny_llama_d
         edited["metadata"]["plain_ms"] = bad
         with pytest.raises(CostTableError, match=why):
             CostTable.from_dict(edited, source="edited.json")
+
+
+def test_floor_is_off_for_drafts_whose_proposals_lagged_feedback_cannot_foresee():
+    """Suffix and MTP+Suffix find a match the moment the text repeats; skipping their nearly free
+    draft on the strength of earlier rounds would miss it (issue 10 x issue 13)."""
+    from types import SimpleNamespace
+
+    from adaspec.adaptive.floor import floor_applies
+
+    assert not floor_applies(SimpleNamespace(kind="suffix")) and not floor_applies(SimpleNamespace(kind="mtp+suffix"))
+    assert floor_applies(SimpleNamespace(kind="mtp")) and floor_applies(SimpleNamespace(kind="dspark"))

@@ -20,7 +20,7 @@ REFUSALS = [
     (dict(DSPARK, enable_adaptive_draft_step=True), "--enable_adaptive_draft_step=true requires --speculative_algorithm=MTP"),
     (dict(enable_adaptive_draft_step=True), "--speculative_algorithm=MTP"),
     # R-E2: adaptive verify requires MTP or DSpark with width 5 or 7
-    (dict(enable_adaptive_target_verify=True), "--speculative_algorithm=MTP or DSpark"),
+    (dict(enable_adaptive_target_verify=True), "--speculative_algorithm=MTP, DSpark, Suffix or MTP+Suffix"),
     (dict(speculative_algorithm="MTP", num_speculative_tokens=3, enable_adaptive_target_verify=True),
      "--num_speculative_tokens=5 or 7"),
     # R-E3: unified with adaptive draft step, unified with DP > 1
