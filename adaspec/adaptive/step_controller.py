@@ -38,9 +38,11 @@ k = 0. `cost_ms` must be a pure function of (bcap, k): its values are cached per
 
 k = 0 is sticky by nature: a batch without drafts yields no acceptance feedback. With
 `probe_interval` > 0, after that many completed batches at k = 0 the controller plans one batch
-at k_max (a probe, recorded) so the window can notice that speculation pays again. The engine
-must keep the draft's context fresh across rounds that draft nothing (drafts/base.py,
-`num_steps = 0`).
+at the best k >= 1 under the current estimate (a probe, recorded; issue 13: the cheapest useful
+look, not k_max, so a probe costs at most one draft step and row more than a plain round, and
+probes can come every 20 batches) so the window can notice that speculation pays again. A round
+at k = 0 does not call the drafter; its refresh entries wait for the next drafting round
+(round_runner.py).
 """
 
 from __future__ import annotations
@@ -125,7 +127,7 @@ class DraftStepController:
         *,
         allow_zero: bool = True,
         lag: int = 1,
-        probe_interval: int = 50,
+        probe_interval: int = 20,
         prior_rate: float = DEFAULT_PRIOR_RATE,
         covers: Callable[[int, "int | None"], bool] | None = None,
         history: int = 1024,
@@ -210,7 +212,8 @@ class DraftStepController:
         k = self.k
         if k == 0 and self.probe_interval and self.completed - self._zero_since >= self.probe_interval:
             self._zero_since = self.completed
-            k = self.k_max
+            speculative = {x: c for x, c in table.items() if x > 0}
+            k = best_step(batch_size, self.window.prefix_acceptance(), speculative, allow_zero=False)[0]
             self.probe_rounds += 1
             self.last_probe = True
             self.decisions.append(StepDecision(self.completed, batch_size, bcap, 0, k, "probe"))
@@ -221,8 +224,8 @@ class DraftStepController:
     def describe_exploration(self) -> str:
         share = f"<= {100.0 / self.probe_interval:.1f}% of batches" if self.probe_interval else "never"
         return (f"[adaspec] exploration: the first batch chooses k from the cost table under a prior acceptance "
-                f"of {self.window.prior_rate:g} per position (not k_max); at k = 0 one probe batch runs k_max "
-                f"after every {self.probe_interval} batches (probe rate {share})")
+                f"of {self.window.prior_rate:g} per position (not k_max); at k = 0 one probe batch runs the best "
+                f"k >= 1 after every {self.probe_interval} batches (probe rate {share})")
 
     def exploration_summary(self) -> dict:
         return {"rounds": self.planned, "probes": self.probe_rounds,
