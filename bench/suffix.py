@@ -44,7 +44,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import common  # noqa: E402
-from bench.adaptive import DEFAULT_CALIBRATION, fresh_controllers, sparse_target_rows  # noqa: E402
+from bench.adaptive import DEFAULT_CALIBRATION, sparse_target_rows  # noqa: E402
 from bench.common import fmt, fmt_hist, fmt_ratio, log, markdown_table, median  # noqa: E402
 from bench.speculative import parse_config as parse_fixed  # noqa: E402
 
@@ -149,7 +149,7 @@ def build_engines(args, files: dict) -> tuple[dict, dict]:
 def measure(llm, name: str, stream, B: int, args):
     eng = llm.engine
     if eng.control is not None:
-        fresh_controllers(llm)
+        eng.control.reset()  # cold controllers on the same table
         hist = eng.control.step.k_histogram if eng.control.step is not None else eng.control.verify.g_histogram
         before = Counter(hist)
     if hasattr(eng.drafter, "reset_feedback"):
