@@ -234,7 +234,7 @@ class AdaptiveControl:
         """A completed round's result, as the normal result path delivered it (R-C4)."""
         if self.step is not None:
             self.step.observe(result.verify_lens, result.num_accepted, round_id=round_id)
-        elif result.draft_scores:
+        elif any(result.draft_scores):  # a round that skipped its draft has no scores: nothing to learn
             self.verify.observe(result.draft_scores, round_id=round_id)
 
     def summary(self) -> dict:
