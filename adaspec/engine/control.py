@@ -234,7 +234,9 @@ class AdaptiveControl:
         """A completed round's result, as the normal result path delivered it (R-C4)."""
         if self.step is not None:
             self.step.observe(result.verify_lens, result.num_accepted, round_id=round_id)
-        elif any(result.draft_scores):  # a round that skipped its draft has no scores: nothing to learn
+        elif any(result.draft_scores) and (self.verify.mode == "async" or self.floor is not None):
+            # a round that skipped its draft has no scores; synchronous admission without the floor's
+            # gate reads no lagged feedback at all (its heap would only grow)
             self.verify.observe(result.draft_scores, round_id=round_id)
 
     def summary(self) -> dict:

@@ -233,3 +233,13 @@ def test_floor_is_off_for_drafts_whose_proposals_lagged_feedback_cannot_foresee(
 
     assert not floor_applies(SimpleNamespace(kind="suffix")) and not floor_applies(SimpleNamespace(kind="mtp+suffix"))
     assert floor_applies(SimpleNamespace(kind="mtp")) and floor_applies(SimpleNamespace(kind="dspark"))
+
+
+def test_lagged_feedback_stays_bounded_over_a_long_sync_run(tiny_llama_dir, plain, linear_backend,  # noqa: F811
+                                                           cal_files):  # noqa: F811
+    """Sync admission keeps only what its gate reads: the lagged heap never grows with the run."""
+    params, ref = plain
+    llm = _engine(tiny_llama_dir, [o.prompt_token_ids + o.token_ids for o in ref], linear_backend=linear_backend,
+                  **_mode_flags("verify_sync", cal_files))
+    llm.generate(PROMPTS, params)
+    assert llm.engine.control.verify.feedback.pending <= 2
