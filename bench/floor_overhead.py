@@ -48,7 +48,7 @@ def main(argv=None) -> int:
     def run(llm) -> tuple[float, list]:
         c = time.process_time()
         r = common.serve(llm, stream, args.batch_size, args.max_tokens, True)
-        return time.process_time() - c, [o.token_ids for o in r.outputs]
+        return time.process_time() - c, list(r.outputs)
 
     run(plain), run(adaptive)  # warm
     ctl = adaptive.engine.control
