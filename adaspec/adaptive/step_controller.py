@@ -149,7 +149,6 @@ class DraftStepController:
         self.k = k_max
         self._cold = cold_start == "prior"  # the first covered batch chooses k under the prior
         self.probe_rounds = 0
-        self.planned = 0
         self.last_probe = False  # whether the batch plan() returned last is a probe
         self._epoch = 0  # completed // update_interval at the last re-score
         self._zero_since = 0  # completed count when k = 0 took effect (or the last probe)
@@ -217,7 +216,6 @@ class DraftStepController:
             self.probe_rounds += 1
             self.last_probe = True
             self.decisions.append(StepDecision(self.completed, batch_size, bcap, 0, k, "probe"))
-        self.planned += 1
         self.k_histogram[k] += 1
         return k
 
@@ -228,8 +226,9 @@ class DraftStepController:
                 f"k >= 1 after every {self.probe_interval} batches (probe rate {share})")
 
     def exploration_summary(self) -> dict:
-        return {"rounds": self.planned, "probes": self.probe_rounds,
-                "probe_share": self.probe_rounds / self.planned if self.planned else 0.0}
+        rounds = sum(self.k_histogram.values())  # every batch planned, fallbacks included (as /metrics)
+        return {"rounds": rounds, "probes": self.probe_rounds,
+                "probe_share": self.probe_rounds / rounds if rounds else 0.0}
 
     def _rescore(self, batch_size: int, bcap: int, table: dict[int, float]) -> None:
         previous = self.k

@@ -171,7 +171,14 @@ def expected_top_sums(lagged_P: Sequence, B: int, w: int) -> np.ndarray:
 class BudgetDecision:
     G: int  # padded target rows for the round
     predicted: dict[int, float] = field(default_factory=dict)  # G -> predicted tokens per ms
-    reason: str = "argmax"  # "argmax" or "fallback: ..."
+    reason: str = "argmax"  # "argmax", "plain" or "fallback: ..."
+
+
+def budget_drafts(reason: str, G: int, B: int) -> bool:
+    """Whether a budget decision (its reason and rows G, for B requests) is worth a draft: a fallback
+    (full width) or an argmax above one row per request. "plain", or an argmax at G = B, admits no
+    candidate: the plain floor skips that round's draft (adaptive/floor.py)."""
+    return reason.startswith("fallback") or (reason == "argmax" and G > B)
 
 
 def full_width_rows(B: int, w: int, buckets: Sequence[int]) -> int:
@@ -339,7 +346,7 @@ class VerifyController:
                 [], B, bcap, self.cost_ms, self.target_buckets, width=self.width, max_candidates=cap)
         self.decisions.append(VerifyDecision(round_id, B, bcap, "async", d.G, d.reason,
                                              d.predicted.get(0 if d.reason == "plain" else d.G)))
-        if d.reason.startswith("fallback") or (d.reason == "argmax" and d.G > B):
+        if budget_drafts(d.reason, d.G, B):
             self.g_histogram[d.G] += 1  # rounds that skip the draft (the plain floor) choose no G
         return d.G
 
@@ -353,7 +360,7 @@ class VerifyController:
             return True
         cap = None if max_lens is None else int(_caps(max_lens, B, self.width).sum())
         d = self._budget(B, bcap, cap, kv_len)
-        return d.reason.startswith("fallback") or (d.reason == "argmax" and d.G > B)
+        return budget_drafts(d.reason, d.G, B)
 
     def _take_feedback(self, round_id: int | None) -> None:
         new = [P for P in self.feedback.release(round_id) if P.shape[0] > 0]

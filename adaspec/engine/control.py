@@ -23,7 +23,7 @@ import time
 
 from ..adaptive.floor import PlainFloor, floor_applies
 from ..adaptive.step_controller import DraftStepController, StepPolicy
-from ..adaptive.verify_controller import VerifyController
+from ..adaptive.verify_controller import VerifyController, budget_drafts
 from ..calibration.config import (
     EngineFacts,
     load_draft_step_config,
@@ -110,9 +110,7 @@ class AdaptiveControl:
                 self.width, self.table.cost_ms, self.geometry.pad_requests, dict(self.geometry.target_rows),
                 self.geometry.pad_rows, mode="async" if cfg.enable_schedule_overlap else "sync", lag=self.lag,
                 covers=self.table.covers, plain_ms=self.table.plain_cost_ms)
-            rounds = getattr(self.engine, "rounds", None)
-            if rounds is not None and rounds.verify_controller is not None:
-                rounds.verify_controller = self.verify
+            self.engine.rounds.verify_controller = self.verify  # the runner's admission (R-D3, R-D4)
             if log and self.floor is None:
                 self.log(f"[adaspec] plain floor: off for {self.algorithm} (its proposals appear as soon as the text "
                          "repeats, which lagged feedback cannot foresee; its draft is nearly free)")
@@ -212,15 +210,11 @@ class AdaptiveControl:
             return RoundPlan(k, tuple(min(k, c) for c in caps), round_id=round_id, probe=self.step.last_probe)
         if self.verify.mode == "async":
             G = self.verify.plan_budget(B, round_id=round_id, max_lens=list(caps), kv_len=kv_len)
-            reason = self.verify.decisions[-1].reason
-            gain = reason.startswith("fallback") or (reason == "argmax" and G > B)
+            gain = budget_drafts(self.verify.decisions[-1].reason, G, B)
             verdict = self.floor.decide(gain) if self.floor is not None else "draft"
-            if verdict == "draft" and not gain:  # floor off: draft, at the cheapest prepared budget
-                G = self.geometry.pad_rows(self.geometry.pad_requests(B), B)
-                self.verify.g_histogram[G] += 1
             if verdict == "skip":  # the lagged budget admits no candidate, or not drafting wins (floor.py)
                 return RoundPlan(0, (0,) * B, round_id=round_id)
-            if verdict == "probe":  # draft at the cheapest prepared budget: fresh scores for the estimate
+            if not gain:  # a probe, or the floor is off: draft at the cheapest prepared budget
                 G = self.geometry.pad_rows(self.geometry.pad_requests(B), B)
                 self.verify.g_histogram[G] += 1
             return RoundPlan(self.width, caps, "budget", G, round_id, probe=verdict == "probe")

@@ -163,8 +163,7 @@ class LLMEngine:
                 draft_fp = getattr(self.drafter, "fingerprint", None) or type(self.drafter).__name__
                 self.weights_fingerprint = f"{weights_fingerprint(self.model_dir)}+draft:{draft_fp}"
                 self.quantization = quantization(self.model_dir)
-            self.control = AdaptiveControl(self)
-            self.rounds.verify_controller = self.control.verify
+            self.control = AdaptiveControl(self)  # wires rounds.verify_controller (AdaptiveControl.reset)
 
     # ---- admission -------------------------------------------------------------------------
     def add_request(
