@@ -296,12 +296,10 @@ def main(argv=None) -> int:
     print(f"\nfloat32 exactness: {'all runs equal plain greedy' if not mism else f'{len(mism)} MISMATCH cells'}; "
           f"total time {time.perf_counter() - t_start:.0f} s")
     if args.json_out:
-        Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
         payload = {"info": info, "calibration_files": {k: json.loads(f.read_text()) for k, f in files.items()},
                    "calibration": [{"dtype": d, "engine": n, **c} for (d, n), c in calib_all.items()],
                    "results": [r for c in cells.values() for r in c.values()], "targets": targets, "plots": plots}
-        Path(args.json_out).write_text(json.dumps(payload, indent=1, default=str))
-        print(f"wrote {args.json_out}")
+        common.write_json(args.json_out, payload)
     return 0
 
 

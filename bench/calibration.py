@@ -214,9 +214,7 @@ def main(argv=None) -> int:
         if r["png"]:
             print(f"plot: {r['png']}")
     if args.json_out:
-        Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json_out).write_text(json.dumps({"info": info, "results": rows}, indent=1, default=str))
-        print(f"wrote {args.json_out}")
+        common.write_json(args.json_out, {"info": info, "results": rows})
     return 0
 
 

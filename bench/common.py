@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import datetime
 import gc
+import json
 import os
 import platform
 import statistics
@@ -295,6 +296,14 @@ def compare_tokens(a: Sequence[Sequence[int]], b: Sequence[Sequence[int]]) -> di
 
 
 # ---- reporting ----------------------------------------------------------------------------------
+def write_json(path, payload) -> None:
+    """Write a bench's --json_out (its folder made first; values JSON cannot hold written as text)."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(payload, indent=1, default=str))
+    print(f"wrote {path}")
+
+
 def median(xs: Sequence[float]) -> float | None:
     xs = [x for x in xs if x is not None]
     return statistics.median(xs) if xs else None

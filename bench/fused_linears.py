@@ -17,7 +17,6 @@ engine built second in a process ran up to ~7% slower or faster than the first i
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -119,9 +118,7 @@ def main(argv=None) -> int:
     print(markdown_table(["configuration", "separate", "fused", "speed-up", "min separate / fused", "tokens per step",
                           "tokens equal"], rows, "lrrrrrl"))
     if args.json_out:
-        Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json_out).write_text(json.dumps(result, indent=1, default=str))
-        print(f"wrote {args.json_out}")
+        common.write_json(args.json_out, result)
     return 0
 
 

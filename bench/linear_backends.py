@@ -21,7 +21,6 @@ Part 2, quality against fp32 (the engine's own `--linear_backend`, all else equa
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import statistics
 import sys
@@ -234,9 +233,7 @@ def main(argv=None) -> int:
         result["quality"] = run_quality(args, Tokenizer(resolve_model(None)))
         print_quality(result["quality"], args)
     if args.json_out:
-        Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json_out).write_text(json.dumps(result, indent=1, default=str))
-        print(f"wrote {args.json_out}")
+        common.write_json(args.json_out, result)
     return 0
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import statistics
 import sys
 import time
@@ -151,9 +150,7 @@ def main(argv=None) -> int:
              f"{r['equal_to_first']['equal']}/{r['equal_to_first']['sequences']}"] for r in rows]
     print(markdown_table(head, body, "lrrrr"))
     if args.json_out:
-        Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json_out).write_text(json.dumps({"info": info, "results": rows}, indent=1, default=str))
-        print(f"wrote {args.json_out}")
+        common.write_json(args.json_out, {"info": info, "results": rows})
     return 0
 
 

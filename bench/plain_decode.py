@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import gc
-import json
 import os
 import platform
 import statistics
@@ -45,7 +44,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make `bench` and `adaspec` importable from the repo
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import machine, parse_list  # noqa: E402
+from bench.common import machine, parse_list, write_json  # noqa: E402
 from bench.prompts import CHAT_PROMPTS  # noqa: E402
 
 
@@ -316,8 +315,7 @@ def main(argv=None) -> int:
     if args.json_out:
         result = {"info": info, "results": rows,
                   "raw_seconds": {str(b): v for b, v in raw.items()}}
-        Path(args.json_out).write_text(json.dumps(result, indent=1))
-        print(f"wrote {args.json_out}")
+        write_json(args.json_out, result)
     return 0
 
 

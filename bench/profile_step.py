@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import sys
 import time
 from pathlib import Path
@@ -170,9 +169,7 @@ def main(argv=None) -> int:
         print(f"\n{name}: top ops by self time (ms per round): "
               + ", ".join(f"{k} {v:.2f}" for k, v in list(c["top_ops_ms"].items())[:8]))
     if args.json_out:
-        Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json_out).write_text(json.dumps(result, indent=1, default=str))
-        print(f"wrote {args.json_out}")
+        common.write_json(args.json_out, result)
     return 0
 
 

@@ -143,9 +143,7 @@ def main(argv=None) -> int:
         body = [[r["backend"]] + [f"{fmt(r['cpu_ms'][x])} ({r['cpu_ratio'][x]:.2f}×)" for x in xs] for r in sel]
         print(markdown_table(head, body, "l" + "r" * len(xs)))
     if args.json_out:
-        Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json_out).write_text(json.dumps({"info": info, "results": rows}, indent=1, default=str))
-        print(f"wrote {args.json_out}")
+        common.write_json(args.json_out, {"info": info, "results": rows})
     return 0
 
 

@@ -27,7 +27,6 @@ are counted and reported as notes.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -253,9 +252,7 @@ def main(argv=None) -> int:
     print(f"\nfloat32 exactness: {'all speculative runs equal plain greedy' if not mism else f'{len(mism)} MISMATCH cells'}"
           f"; total time {time.perf_counter() - t_start:.0f} s")
     if args.json_out:
-        Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json_out).write_text(json.dumps({"info": info, "results": all_rows}, indent=1))
-        print(f"wrote {args.json_out}")
+        common.write_json(args.json_out, {"info": info, "results": all_rows})
     return 0
 
 

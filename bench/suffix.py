@@ -264,9 +264,7 @@ def main(argv=None) -> int:
     print(f"\nfloat32 exactness: {'all runs equal plain greedy' if not mism else f'{len(mism)} MISMATCH cells'}; "
           f"total {time.perf_counter() - t_start:.0f} s", flush=True)
     if args.json_out:
-        Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json_out).write_text(json.dumps({"info": info, "startup": startup, "results": rows}, indent=1))
-        print(f"wrote {args.json_out}")
+        common.write_json(args.json_out, {"info": info, "startup": startup, "results": rows})
     return 0
 
 
