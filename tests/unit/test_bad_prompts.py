@@ -14,18 +14,7 @@ import json
 import pytest
 
 from refusal import refused
-
-TINY = None  # set by the autouse fixture: the tiny model directory
-
-
-@pytest.fixture(autouse=True)
-def _tiny(tiny_llama_dir):
-    global TINY
-    TINY = str(tiny_llama_dir)
-
-
-def gen(*flags, prompt="--prompt=hi"):
-    return ["generate", f"--model={TINY}", *([prompt] if prompt else []), *flags]
+from test_bad_inputs_cli import _tiny, gen  # noqa: F401 (_tiny: the autouse fixture that points gen at the tiny model)
 
 def test_missing_and_empty_prompts(capsys, monkeypatch, tmp_path):
     refused(gen(prompt=None), capsys, monkeypatch, "--prompt", contains=["no prompt"])
