@@ -7,7 +7,10 @@ draft's per-slot cache at index p. Context rows carry no query and no MLP, so a 
 own entry only: refreshing in several rounds or at once writes the same numbers.
 
 Block (propose). For the newest token t_n the block has `w` query rows at positions n..n+w-1:
-[embed(t_n), mask, ..., mask] (a learned mask embedding). Each layer's block rows attend to every
+[embed(t_n), mask, ..., mask] (a learned mask embedding). With `direct_input` (drafts trained since
+issue 11) every block row also gets `direct(c_{n-1})` added: the context row of the newest position,
+which carries the target's last hidden state, enters the block directly and not only through
+attention (a draft without it, as saved before, loads with `direct_input=False`). Each layer's block rows attend to every
 context row at positions < n and to all block rows, both directions (`block_attention` builds that
 mask). One pass gives base logits U_1..U_w over the reduced vocabulary (row k predicts t_{n+k}).
 The block always has all w rows, so a w=7 draft asked for 5 tokens proposes exactly the first 5 of
@@ -95,6 +98,7 @@ class DSparkDraft(nn.Module):
         num_layers: int = 1,
         rank: int = 128,
         capture_layers: tuple[int, ...] | None = None,
+        direct_input: bool = False,
     ):
         super().__init__()
         if width not in WIDTHS:
@@ -107,6 +111,10 @@ class DSparkDraft(nn.Module):
         self.fc = nn.Linear(H * len(self.capture_layers), H, bias=False)
         self.ctx_norm = RMSNorm(H, cfg.rms_norm_eps)
         self.mask_embed = nn.Parameter(torch.zeros(H))
+        self.direct_input = bool(direct_input)
+        self.direct = nn.Linear(H, H, bias=False) if direct_input else None
+        if self.direct is not None:
+            nn.init.zeros_(self.direct.weight)  # starts as the draft without it
         self.layers = nn.ModuleList(DSparkLayer(cfg) for _ in range(num_layers))
         self.norm = RMSNorm(H, cfg.rms_norm_eps)
         self.vocab = DraftVocab(d2t, cfg.vocab_size)
@@ -123,6 +131,7 @@ class DSparkDraft(nn.Module):
         self.rotary = Rotary(cfg)
         self.cache_k: list[torch.Tensor] = []
         self.cache_v: list[torch.Tensor] = []
+        self.last_c: torch.Tensor | None = None  # [slots, H]: context row of each slot's newest position
 
     # ---- construction -----------------------------------------------------------------------
     def bind_target(self, target) -> "DSparkDraft":
@@ -148,17 +157,22 @@ class DSparkDraft(nn.Module):
         return {
             "kind": self.kind, "draft_vocab": self.vocab.size, "width": self.width,
             "num_layers": len(self.layers), "rank": self.rank, "capture_layers": list(self.capture_layers),
+            "direct_input": self.direct_input,
         }
 
     # ---- shared pieces (inference and training) -----------------------------------------------
     def context(self, h: torch.Tensor) -> torch.Tensor:
         return self.ctx_norm(self.fc(h))
 
-    def block_inputs(self, newest: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-        """[B, w, H]: embed(t_n) then w-1 mask embeddings."""
+    def block_inputs(self, newest: torch.Tensor, dtype: torch.dtype, last_c: torch.Tensor | None = None) -> torch.Tensor:
+        """[B, w, H]: embed(t_n) then w-1 mask embeddings; plus direct(c_{n-1}) on every row when the
+        draft has the direct input (`last_c` [B, H]: context rows of the newest positions)."""
         e = self.embed(newest, dtype)[:, None, :]
         m = self.mask_embed.to(dtype)[None, None, :].expand(len(newest), self.width - 1, -1)
-        return torch.cat([e, m], dim=1)
+        x = torch.cat([e, m], dim=1)
+        if self.direct is not None:
+            x = x + self.direct(last_c)[:, None, :]
+        return x
 
     def backbone(self, x, positions, ctx_k: list, ctx_v: list, mask) -> tuple[torch.Tensor, torch.Tensor]:
         """x [G, Q, H] block rows, positions [G, Q], per-layer context ctx_k/v [G, KVH, L, D], mask
@@ -187,6 +201,7 @@ class DSparkDraft(nn.Module):
         shape = (num_slots, self.cfg.num_kv_heads, max_len, self.cfg.head_dim)
         self.cache_k = [torch.zeros(shape, dtype=p.dtype, device=p.device) for _ in self.layers]
         self.cache_v = [torch.zeros(shape, dtype=p.dtype, device=p.device) for _ in self.layers]
+        self.last_c = torch.zeros(num_slots, self.cfg.hidden_size, dtype=p.dtype, device=p.device)
 
     @torch.no_grad()
     def copy_slot(self, src: int, dst: int, length: int) -> bool:
@@ -196,6 +211,7 @@ class DSparkDraft(nn.Module):
         if src != dst and length > 0:
             for t in self.cache_k + self.cache_v:
                 t[dst, :, :length].copy_(t[src, :, :length])
+            self.last_c[dst].copy_(self.last_c[src])
         return True
 
     @torch.inference_mode()
@@ -216,6 +232,10 @@ class DSparkDraft(nn.Module):
             k, v = layer.context_kv(c, cos, sin)
             ck[row_slot, :, row_pos] = k
             cv[row_slot, :, row_pos] = v
+        ends_idx = [sum(batch.entry_lens[: b + 1]) - 1 for b, n in enumerate(batch.entry_lens) if n > 0]
+        if ends_idx:  # each refreshed slot's newest context row (a slot without entries keeps its own)
+            fresh = [s for s, n in zip(batch.slots, batch.entry_lens) if n > 0]
+            self.last_c[torch.tensor(fresh, device=dev)] = c[torch.tensor(ends_idx, device=dev)]
         tokens = torch.empty(B, K, dtype=torch.long, device=dev)
         scores = torch.empty(B, K, dtype=torch.float32, device=dev)
         if K == 0:
@@ -231,7 +251,8 @@ class DSparkDraft(nn.Module):
         ctx_k = [ck[:, :, :L].index_select(0, slots) for ck in self.cache_k]
         ctx_v = [cv[:, :, :L].index_select(0, slots) for cv in self.cache_v]
         mask = block_mask(ctx_len, L, self.width)
-        h, U = self.backbone(self.block_inputs(newest, dtype), positions, ctx_k, ctx_v, mask)
+        last_c = self.last_c.index_select(0, slots) if self.direct is not None else None
+        h, U = self.backbone(self.block_inputs(newest, dtype, last_c), positions, ctx_k, ctx_v, mask)
         prev = self.vocab.t2d[newest]
         temp = self.conf_temp.float()
         for k in range(K):

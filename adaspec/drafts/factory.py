@@ -48,7 +48,7 @@ def build_draft(kind: str, cfg: ModelConfig, d2t: torch.Tensor, **arch) -> MTPDr
     if kind == "mtp":
         return MTPDraft(cfg, d2t, **{k: v for k, v in arch.items() if k in ("max_steps",)})
     if kind == "dspark":
-        allowed = ("width", "num_layers", "rank", "capture_layers")
+        allowed = ("width", "num_layers", "rank", "capture_layers", "direct_input")
         return DSparkDraft(cfg, d2t, **{k: v for k, v in arch.items() if k in allowed})
     raise DraftLoadError(f"unknown draft kind {kind!r}: expected one of {', '.join(KINDS)}")
 
@@ -194,7 +194,7 @@ def load_drafter(
     check_target(config, target_config, target_fingerprint, str(directory))
     state = load_file(str(directory / "model.safetensors"))
     d2t = state["vocab.d2t"]
-    arch = {k: config[k] for k in ("width", "num_layers", "rank", "max_steps") if k in config}
+    arch = {k: config[k] for k in ("width", "num_layers", "rank", "max_steps", "direct_input") if k in config}
     if "capture_layers" in config:
         arch["capture_layers"] = tuple(config["capture_layers"])
     draft = build_draft(kind, target_config, d2t, **arch)

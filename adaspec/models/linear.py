@@ -298,6 +298,8 @@ def dense_weight(module: nn.Module) -> torch.Tensor:
 def row_independent(fn, in_features: int, sizes=tuple(range(2, 17)), seed: int = 0) -> bool:
     """True if every row of fn(x[:M]) equals fn of that row alone, bit for bit, for each M in sizes."""
     g = torch.Generator().manual_seed(seed)
-    x = torch.randn(max(sizes), in_features, generator=g)
+    # a plain nn.Linear (the dtype's own backend, e.g. bf16) takes inputs of its weight's dtype
+    dtype = fn.weight.dtype if isinstance(fn, nn.Linear) else torch.float32
+    x = torch.randn(max(sizes), in_features, generator=g).to(dtype)
     alone = torch.cat([fn(x[i:i + 1]) for i in range(max(sizes))])
     return all(torch.equal(fn(x[:m]), alone[:m]) for m in sizes)

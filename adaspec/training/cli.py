@@ -29,7 +29,9 @@ from ..flags import parse_bool as _bool
 
 def add_train_flags(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     a = parser.add_argument
-    a("--kind", required=True, type=str.lower, choices=("mtp", "dspark"), help="draft architecture to train")
+    a("--kind", required=True, type=str.lower, choices=("mtp", "dspark", "both"),
+      help="draft architecture to train; both: MTP and DSpark together with the streaming recipe (issue 11, "
+           "docs/TRAINING.md)")
     a("--model", default=None, help="target: HF model directory or .gguf file (default: the bundled SmolLM2-135M-Instruct)")
     a("--output", required=True, help="directory the trained draft is written to (config.json, model.safetensors, report.json)")
     a("--data_dir", default=None, help="distillation data directory, shareable between kinds (default: <output>/data)")
@@ -60,6 +62,9 @@ def add_train_flags(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     t.add_argument("--anchor_frac", type=fraction, default=0.35, help="DSpark: share of positions used as block anchors per step (default 0.35)")
     t.add_argument("--ckpt_minutes", type=positive_float, default=4.0, help="minutes between checkpoints (default 4)")
     t.add_argument("--eval_k", type=positive_int, default=5, help="draft length of the acceptance report (default 5)")
+    from .joint_cli import add_stream_flags
+
+    add_stream_flags(parser)
     parser.add_argument("--seed", type=integer, default=0, help="seed of data order, initialisation and passages (default 0)")
     parser.add_argument("--dtype", default="float32", choices=("float32",),
                         help="teacher and training dtype (float32: the CPU trains and matches greedy verify in it)")
@@ -78,6 +83,10 @@ def run_train(args) -> dict:
     from .checks import check_against_target, check_flags, check_paths, flag_warnings
     from .distill import DataRecipe, prepare_data
 
+    if args.kind == "both":
+        from .joint_cli import run_joint
+
+        return run_joint(args)
     # every check before the target loads (issue 8)
     check_flags(args)
     output, data_dir, checkpoint = check_paths(args)

@@ -144,12 +144,14 @@ class Distiller:
         self.max_batch = max_batch
         self.max_len = recipe.prompt_tokens + recipe.gen_tokens + 2
         self.max_len = max(self.max_len, recipe.raw_len + 2)
-        self.kv = KVCache(cfg.num_layers, max_batch, cfg.num_kv_heads, self.max_len, cfg.head_dim, torch.float32)
+        self.kv = KVCache(cfg.num_layers, max_batch, cfg.num_kv_heads, self.max_len, cfg.head_dim,
+                          next(model.parameters()).dtype)
         self.layers = tuple(recipe.teacher_layers)
 
     def _teacher(self, ids: torch.Tensor, layout) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         hidden, captured = self.model(ids, layout, self.kv, self.layers)
-        feats = torch.stack(captured, dim=1).clamp(-6e4, 6e4).to(torch.float16)
+        feats = (torch.stack(captured, dim=1).clamp(-6e4, 6e4).to(torch.float16) if captured
+                 else hidden.new_zeros(len(hidden), 0, 0, dtype=torch.float16))  # tokens-only (selfdistill.py)
         lp = torch.log_softmax(self.model.logits(hidden), dim=-1)
         top_lp, top_ids = lp.topk(self.recipe.topk, dim=-1)
         return feats, top_ids, top_lp.to(torch.float16)

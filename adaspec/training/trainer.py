@@ -176,7 +176,10 @@ def dspark_blocks(draft: DSparkDraft, tokens: torch.Tensor, feats: torch.Tensor,
         k, v = layer.context_kv(c, cos, sin)  # [B, T1, KVH, D]
         ctx_k.append(k.transpose(1, 2)), ctx_v.append(v.transpose(1, 2))
     newest = tokens.gather(1, n)  # t_n [B, A]
-    x = draft.block_inputs(newest.reshape(-1), c.dtype).view(B, A * w, -1)
+    last_c = None
+    if draft.direct is not None:  # context row n-1 of each anchor (the newest refreshed row)
+        last_c = c.gather(1, (n - 1).clamp(min=0)[:, :, None].expand(-1, -1, c.shape[-1])).reshape(B * A, -1)
+    x = draft.block_inputs(newest.reshape(-1), c.dtype, last_c).view(B, A * w, -1)
     positions = (n[:, :, None] + torch.arange(w, device=dev)).reshape(B, A * w)
     # each block sees the context before its own anchor and its own rows only
     ctx_ok = torch.arange(T1, device=dev)[None, None, :] < n[:, :, None]  # [B, A, T1]

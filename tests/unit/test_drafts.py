@@ -33,10 +33,12 @@ def target(tiny_llama_dir):
     return cfg, model, weights_fingerprint(tiny_llama_dir)
 
 
-def make_draft(kind, cfg, model, width=7, seed=0):
+def make_draft(kind, cfg, model, width=7, seed=0, direct_input=True):
+    """DSpark drafts have the direct input of the newest context row (issue 11) unless told not."""
     g = torch.Generator().manual_seed(seed)
     d2t = torch.randperm(cfg.vocab_size, generator=g)[:96]
-    draft = build_draft(kind, cfg, d2t, width=width, num_layers=2, rank=16).init_from_target(model)
+    draft = build_draft(kind, cfg, d2t, width=width, num_layers=2, rank=16,
+                        direct_input=direct_input).init_from_target(model)
     with torch.no_grad():  # random weights large enough that proposals depend on the context
         for name, p in draft.named_parameters():
             p.copy_(torch.randn(p.shape, generator=g) * (0.3 if "norm" not in name else 0.1) + (1.0 if "norm" in name else 0.0))
@@ -163,13 +165,16 @@ def test_mtp_training_levels_match_draft_steps(target):
         torch.testing.assert_close(probs.max(), out.scores[0, j], rtol=1e-5, atol=1e-6)
 
 
-def test_dspark_training_blocks_match_draft(target):
-    """Train/serve parity: packed training blocks give the base logits/confidence draft() uses."""
+@pytest.mark.parametrize("direct_input", [True, False])
+def test_dspark_training_blocks_match_draft(target, direct_input):
+    """Train/serve parity: packed training blocks give the base logits/confidence draft() uses,
+    with and without the direct input of the newest context row (issue 11)."""
     from adaspec.training.trainer import dspark_blocks
 
     cfg, model, _ = target
     toks, hidden, captured = sequences(cfg, model, [16])
-    draft = make_draft("dspark", cfg, model, width=5)
+    draft = make_draft("dspark", cfg, model, width=5, direct_input=direct_input)
+    assert (draft.direct is not None) == direct_input
     feats = features(draft, hidden, captured)
     anchors = [4, 9]
     h, U, _ = dspark_blocks(draft, toks[0][None], feats[None, :15], torch.tensor([anchors]))
