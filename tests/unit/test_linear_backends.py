@@ -247,3 +247,13 @@ def test_fp32_and_bf16_never_fuse(tiny_llama_dir):
         _, model = load_model(tiny_llama_dir, torch.float32, "cpu", linear_backend=backend)
         layer = model.model.layers[0]
         assert layer.self_attn.qkv_proj is None and layer.mlp.gate_up_proj is None
+
+
+def test_bfloat16_model_with_its_own_backend_loads(tiny_llama_dir):
+    """--dtype=bfloat16 --linear_backend=bf16 (and auto) load: the row-independence check feeds a
+    plain bf16 nn.Linear inputs of its own dtype (it was given float32 and raised)."""
+    from adaspec.models.loader import load_model
+
+    for backend in ("bf16", "auto"):
+        _, model = load_model(tiny_llama_dir, torch.bfloat16, "cpu", linear_backend=backend)
+        assert model.linear_backend == "bf16" and next(model.parameters()).dtype == torch.bfloat16
