@@ -124,6 +124,8 @@ def add_engine_flags(parser: argparse.ArgumentParser) -> None:
         elif f.name == "graph_decode_batch_sizes":
             kwargs["type"] = _int_list
             kwargs["metavar"] = "B1,B2,..."
+        elif isinstance(f.default, str):
+            kwargs["type"] = str
         elif f.default is None and f.name not in ("max_model_len", "num_speculative_tokens"):
             kwargs["type"] = str
             kwargs["metavar"] = "DIR" if f.name in ("model", "draft_model") else "FILE"

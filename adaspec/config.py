@@ -110,9 +110,13 @@ class EngineConfig:
     adaptive_target_verify_cost_table: str | None = field(default=None, metadata={"help": "load a saved cost table instead of calibrating (R-G2)"})
     adaptive_target_verify_cost_table_output: str | None = field(default=None, metadata={"help": "write the fitted cost table here; the directory must exist, the file must not (R-G1)"})
     # -- parallelism --
-    dp_size: int = field(default=1, metadata={"help": "data-parallel shards (only 1 is implemented)"})
+    dp_size: int = field(default=1, metadata={"help": "data-parallel shards: processes with their own requests and KV (torch.distributed; R-H1)"})
     cp_size: int = field(default=1, metadata={"help": "context-parallel size (only 1 is implemented)"})
-    tp_size: int = field(default=1, metadata={"help": "tensor-parallel size (only 1 is implemented)"})
+    tp_size: int = field(default=1, metadata={"help": "tensor-parallel ranks of the target: heads, MLP and vocabulary split across processes (torch.distributed; R-H2)"})
+    nnodes: int = field(default=1, metadata={"help": "nodes of the launch (R-H3); the ranks tp_size x dp_size are split evenly across them"})
+    node_rank: int = field(default=0, metadata={"help": "this node's index, 0..nnodes-1; node 0 runs rank 0 (the one that serves and prints)"})
+    master_node_addr: str = field(default="127.0.0.1", metadata={"help": "address of node 0 for the process-group rendezvous (R-H3)"})
+    master_port: int = field(default=0, metadata={"help": "rendezvous port on node 0; 0 picks a free one (single node only)"})
 
     def validate(self) -> "EngineConfig":
         """Check every flag-only rule; returns the normalised config (raises ConfigError)."""
@@ -197,9 +201,33 @@ class EngineConfig:
                               "--speculative_algorithm=Suffix has no draft model; set --enable_unified_mtp_graph=false")
 
     def _validate_parallel(self) -> None:
-        for name in ("dp_size", "cp_size", "tp_size"):
-            if getattr(self, name) != 1:
-                raise ConfigError(f"--{name}={getattr(self, name)}: only 1 is implemented in this version; use --{name}=1")
+        if self.cp_size != 1:
+            raise ConfigError(f"--cp_size={self.cp_size}: only 1 is implemented in this version; use --cp_size=1",
+                              param="--cp_size")
+        for name in ("dp_size", "tp_size", "nnodes"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"--{name}={getattr(self, name)}: must be >= 1", param=f"--{name}")
+        if self.tp_size > 1 and self.dp_size > 1:
+            raise ConfigError("--tp_size>1 together with --dp_size>1 is not implemented; use one of them",
+                              param="--dp_size")
+        world = self.tp_size * self.dp_size
+        if not 0 <= self.node_rank < self.nnodes:
+            raise ConfigError(f"--node_rank={self.node_rank}: must be in 0..{self.nnodes - 1} (--nnodes={self.nnodes})",
+                              param="--node_rank")
+        if world % self.nnodes:
+            raise ConfigError(f"--nnodes={self.nnodes} does not divide the {world} ranks (--tp_size x --dp_size)",
+                              param="--nnodes")
+        if not 0 <= self.master_port <= 65535:
+            raise ConfigError(f"--master_port={self.master_port}: must be a port number 0..65535", param="--master_port")
+        if self.nnodes > 1 and self.master_port == 0:
+            raise ConfigError("--nnodes>1 needs --master_port (the same port on every node)", param="--master_port")
+        if not self.master_node_addr.strip():
+            raise ConfigError("--master_node_addr= is empty: give node 0's address", param="--master_node_addr")
+        if self.dp_size > 1 and self.enable_adaptive_draft_step:  # R-E2
+            raise ConfigError("--enable_adaptive_draft_step=true requires --dp_size=1 (R-E2)", param="--dp_size")
+        if self.dp_size > 1 and self.enable_adaptive_target_verify and self.speculative_algorithm != "DSpark":
+            raise ConfigError("--enable_adaptive_target_verify=true with --dp_size>1 requires "
+                              "--speculative_algorithm=DSpark (R-E2: MTP adaptive verify needs DP=1)", param="--dp_size")
 
     def _validate_adaptive(self) -> None:
         """Switch rules R-E1..R-E4 (and R-B4 above); each refusal names the flag to change."""

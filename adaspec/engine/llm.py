@@ -32,6 +32,10 @@ class LLM:
         self.engine = LLMEngine(engine_config, drafter=drafter, checked=checked)
         self.tokenizer = self.engine.tokenizer
 
+    def close(self) -> None:
+        """Stop worker processes of a parallel engine (see LLMEngine.close)."""
+        self.engine.close()
+
     def generate(
         self,
         prompts: str | Sequence[str] | Sequence[int] | Sequence[Sequence[int]],

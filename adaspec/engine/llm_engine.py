@@ -107,8 +107,15 @@ class LLMEngine:
         self.model_dir = checked.model_dir
         # auto measures at one row and at the rows of a verify (speculative) or a full batch (plain)
         verify_rows = 1 + config.num_draft_tokens if config.speculative else config.max_seqs_per_batch
-        self.model_config, self.model = load_model(self.model_dir, self.dtype, self.device,
-                                                   linear_backend=config.linear_backend, verify_rows=verify_rows)
+        self.parallel = None  # parallel/launch.Launch with --tp_size > 1 (issue 12)
+        if config.tp_size > 1:
+            from ..parallel.tp_setup import start_tp
+
+            self.parallel, self.model_config, self.model = start_tp(
+                config, self.model_dir, self.dtype, self.device, config.max_seqs_per_batch, checked.cache_len, verify_rows)
+        else:
+            self.model_config, self.model = load_model(self.model_dir, self.dtype, self.device,
+                                                       linear_backend=config.linear_backend, verify_rows=verify_rows)
         # part of the target's identity (cost tables, --json stats, the server's /version)
         self.linear_backend = self.model.linear_backend
         self.linear_choice = self.model.linear_choice
@@ -119,7 +126,13 @@ class LLMEngine:
         self.num_draft_tokens = config.num_draft_tokens
         # verify rows may run num_draft_tokens positions past the context limit before being cut
         self.cache_len = cache_len = checked.cache_len
-        runner = ModelRunner(self.model, config.max_seqs_per_batch, cache_len, self.device)
+        if self.parallel is not None:
+            from ..parallel.tp_runner import TPDriverRunner
+
+            runner = TPDriverRunner(self.model, config.max_seqs_per_batch, cache_len, self.device)
+        else:
+            runner = ModelRunner(self.model, config.max_seqs_per_batch, cache_len, self.device)
+        self.model_runner = runner
         self.kv_cache = runner.kv  # the target's KV cache (engine/fork.py copies slots of it)
         self.drafter = None
         if config.speculative and drafter is not None:
@@ -152,6 +165,10 @@ class LLMEngine:
         # called with a RoundEvent after each completed round (on the engine's thread)
         self.round_observers: list = []
         self.plan_transform = None  # f(batch, plan) -> RoundPlan, see plan()
+        if self.parallel is not None:
+            from ..parallel.engine_hooks import install_tp_hooks
+
+            install_tp_hooks(self)
         self.control = None
         if config.adaptive:
             from .control import AdaptiveControl
@@ -164,6 +181,14 @@ class LLMEngine:
                 self.weights_fingerprint = f"{weights_fingerprint(self.model_dir)}+draft:{draft_fp}"
                 self.quantization = quantization(self.model_dir)
             self.control = AdaptiveControl(self)  # wires rounds.verify_controller (AdaptiveControl.reset)
+
+    def close(self) -> None:
+        """Stop the tensor-parallel workers and leave the process group (also run at exit); a
+        single-process engine has nothing to stop. Idempotent."""
+        if self.parallel is not None:
+            from ..parallel.engine_hooks import shutdown_parallel
+
+            shutdown_parallel(self)
 
     # ---- admission -------------------------------------------------------------------------
     def add_request(

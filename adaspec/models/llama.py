@@ -162,6 +162,8 @@ class LlamaForCausalLM(nn.Module):
         the same backend, which rounds them as the head did) or the packed head's own values."""
         if not isinstance(self.lm_head, nn.Linear) and self.config.tie_word_embeddings:
             return self.model.embed_tokens.weight
+        if getattr(self, "tp_output_weight", None) is not None:  # tensor parallel: the head is a vocab shard
+            return self.tp_output_weight
         return dense_weight(self.lm_head)
 
     @torch.inference_mode()

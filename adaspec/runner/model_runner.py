@@ -33,7 +33,8 @@ class ModelRunner:
     def __init__(self, model: LlamaForCausalLM, num_slots: int, max_len: int, device: torch.device):
         cfg = model.config
         self.model, self.device = model, device
-        self.kv = KVCache(cfg.num_layers, num_slots, cfg.num_kv_heads, max_len, cfg.head_dim,
+        # a tensor-parallel shard holds only its KV heads (parallel/tensor_parallel.py)
+        self.kv = KVCache(cfg.num_layers, num_slots, getattr(model, "local_kv_heads", cfg.num_kv_heads), max_len, cfg.head_dim,
                           next(model.parameters()).dtype, device)
 
     def prepare(self, slots: list[int], starts: list[int], rows: list[list[int]], sample_rows: list[int]) -> ForwardInputs:
