@@ -128,8 +128,13 @@ class EffectiveCalibration:
         return [(c.prefill_tokens, c.min_kv_length, c.max_kv_length) for c in self.contexts]
 
     def synthetic_requests(self, bcap: int) -> int:
-        """Synthetic requests a point at request bucket `bcap` builds: buckets are per DP shard (R-H1)."""
+        """Synthetic requests a point at request bucket `bcap` builds over all DP shards: buckets are per
+        shard (R-H1), so DP=2 at bucket 4 builds 8, 4 on each shard (`shard_requests`)."""
         return bcap * self.facts.dp_size
+
+    def shard_requests(self, bcap: int) -> int:
+        """Synthetic requests one DP shard's engine builds for a point at request bucket `bcap`."""
+        return bcap
 
     def points(self) -> list[tuple[int, int, int]]:
         """(context index, bcap, x) of every calibration point, in measuring order."""

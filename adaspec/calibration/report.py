@@ -21,7 +21,8 @@ def effective_log_block(eff: EffectiveCalibration, algorithm: str, source: str) 
                      "k = 0 is a plain round that only refreshes the draft)")
     lines.append(f"calibration: {eff.num_points} points x {eff.rounds_per_point} rounds "
                  f"({eff.warmup_steps} warm-up + {eff.windows_per_point} windows x {eff.window_steps}); "
-                 f"Bcap x dp_size {eff.facts.dp_size} synthetic requests per point; worst-case progress "
+                 f"Bcap synthetic requests per point on each of the {eff.facts.dp_size} DP shard(s) (Bcap x "
+                 f"{eff.facts.dp_size} in all, R-H1); worst-case progress "
                  f"{eff.worst_case_progress} KV tokens per point")
     lines.append(GREEDY_NOTE)
     lines.append(FALLBACK_NOTE)

@@ -28,7 +28,7 @@ within a bounded budget, and the cell cost is the median of its most consistent 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 import torch
@@ -186,6 +186,7 @@ class Measurement:
     rounds: int = 0
     extra_rounds: int = 0  # rounds spent measuring noisy points again
     extra_allowed: int = 0
+    synthetic_requests: dict = field(default_factory=dict)  # bcap -> synthetic requests this engine built
 
 
 def measure(
@@ -199,7 +200,7 @@ def measure(
     token_seed: int,
     rows_per_round: Callable[[int, int], int],  # worst-case KV growth of one round at (Bcap, x)
     progress=None,
-    requests_per_bucket: Callable[[int], int] = lambda bcap: bcap,  # Bcap x dp_size (R-H1)
+    requests_per_bucket: Callable[[int], int] = lambda bcap: bcap,  # per DP shard (R-H1)
     noise: NoisePolicy | None = None,
     width: int = 0,
 ) -> Measurement:
@@ -220,7 +221,7 @@ def measure(
     for prefill, min_kv, max_kv in contexts:
         load = SharedPrefixLoad(engine, prefill, g, width) if shared else None
         for bcap, xs in sorted(grid.items()):
-            n_req = requests_per_bucket(bcap)
+            n_req = out.synthetic_requests[bcap] = requests_per_bucket(bcap)
             if shared:
                 load.resize(n_req)
             else:

@@ -17,6 +17,7 @@ overlap (round n is planned while round n-1 runs, so it can only see rounds <= n
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 import sys
 import time
@@ -84,6 +85,7 @@ class AdaptiveControl:
         n = warm_up(engine, shapes)
         also = f" (the {len(measured)} shapes calibration measures are warmed by its own warm-up rounds)" if measured else ""
         self.log(f"[adaspec] warm-up: {n} prepared shapes in {time.perf_counter() - t0:.1f} s{also}")
+        self.synthetic_requests: dict[int, int] = {}
         self.table = self._load_or_calibrate(cfg, progress)
         self.calibration_seconds = time.perf_counter() - t0
         self.step: DraftStepController | None = None
@@ -169,10 +171,11 @@ class AdaptiveControl:
         try:
             m = measure(self.engine, grid, make_plan,
                         eff.context_tuples(), eff.warmup_steps, eff.window_steps, eff.windows_per_point,
-                        eff.token_seed, growth, progress=bar, requests_per_bucket=eff.synthetic_requests,
+                        eff.token_seed, growth, progress=bar, requests_per_bucket=eff.shard_requests,
                         noise=noise, width=self.width)
         finally:
             bar.close()
+        self.synthetic_requests = dict(m.synthetic_requests)  # per request bucket, on this shard (R-H1)
         plain = _plain_costs(m.points) if self.mode != "adaptive_draft_step" else None
         table = CostTable.build([p for p in m.points if p.x or self.mode == "adaptive_draft_step"], eff, self.compat,
                                 plain_ms=plain)
@@ -199,8 +202,34 @@ class AdaptiveControl:
         return table
 
     # ---- per round -----------------------------------------------------------------------------
+    agree = None  # data parallel: f(k, Bcap, G) -> the shards' maxima, one all-reduce (parallel/data_parallel.py)
+
     def plan(self, decoding, caps: tuple[int, ...], round_id: int) -> RoundPlan:
-        """decoding: the batch's decoding requests; caps: per request, draft tokens it may still emit."""
+        """decoding: the batch's decoding requests; caps: per request, draft tokens it may still emit.
+        With data parallel every shard proposes (step count, request bucket, target rows) from its own
+        lagged metadata and all take the common maxima (R-H1): a shard that would skip its draft
+        drafts when another shard drafts, and a budget grows to the common bucket (capped at what its
+        own requests can verify); per-request budgets stay the shard's own."""
+        plan = self._plan_local(decoding, caps, round_id)
+        if self.agree is None:
+            return plan
+        B = len(decoding)
+        bcap = self.geometry.pad_requests(B) if B else 0
+        rows = plan.row_budget if plan.row_budget is not None else B + sum(plan.verify_lens)
+        k, _, G = self.agree(plan.num_steps, bcap or 0, rows)
+        if not B or self.step is not None:  # adaptive draft step is refused at DP > 1 (R-E2)
+            return plan
+        if k > plan.num_steps:  # another shard drafts: so does this one
+            if self.verify.mode != "async":
+                return RoundPlan(self.width, caps, "sync", round_id=round_id)
+            plan = RoundPlan(self.width, caps, "budget", B, round_id)
+        if plan.admission == "budget":
+            own = min(max(G, plan.row_budget), B * (1 + self.width))
+            padded = self.geometry.pad_rows(bcap, own)
+            plan = dataclasses.replace(plan, row_budget=max(plan.row_budget, padded if padded is not None else own))
+        return plan
+
+    def _plan_local(self, decoding, caps: tuple[int, ...], round_id: int) -> RoundPlan:
         if not decoding:
             return RoundPlan(0 if self.step else self.width, (), round_id=round_id)
         B = len(decoding)

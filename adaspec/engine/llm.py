@@ -14,7 +14,7 @@ from ..errors import RequestError
 from ..preflight import Checked
 from ..preflight.requests import check_params, check_text, normalise_prompts
 from ..sampling_params import SamplingParams
-from .llm_engine import LLMEngine, RequestOutput
+from .llm_engine import LLMEngine, RequestOutput, make_engine  # noqa: F401
 from .request import Request
 
 
@@ -29,7 +29,7 @@ class LLM:
             engine_config = checked.config
         else:
             engine_config = _engine_config(model, config)
-        self.engine = LLMEngine(engine_config, drafter=drafter, checked=checked)
+        self.engine = make_engine(engine_config, drafter=drafter, checked=checked)
         self.tokenizer = self.engine.tokenizer
 
     def close(self) -> None:

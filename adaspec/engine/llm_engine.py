@@ -471,4 +471,14 @@ class LLMEngine:
         )
 
 
+def make_engine(config: EngineConfig, drafter=None, *, checked: Checked | None = None):
+    """The engine the config asks for: an LLMEngine, or with --dp_size > 1 a parallel.DPEngine
+    (rank 0's front over the data-parallel shards, issue 12). --tp_size > 1 is inside LLMEngine."""
+    if config.dp_size > 1:
+        from ..parallel.data_parallel import DPEngine
+
+        return DPEngine(config, drafter=drafter, checked=checked)
+    return LLMEngine(config, drafter=drafter, checked=checked)
+
+
 from .llm import LLM  # noqa: E402,F401 - re-exported: the offline API lives in llm.py

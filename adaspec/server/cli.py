@@ -129,7 +129,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from ..engine.async_engine import AsyncEngine
-    from ..engine.llm_engine import LLMEngine
+    from ..engine.llm_engine import make_engine
     from .app import ServerSettings, build_app
 
     logging.basicConfig(level=logging.INFO, format="[adaspec] %(message)s", stream=sys.stderr)
@@ -140,7 +140,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if server is not None:
             server.should_exit = True
 
-    engine = AsyncEngine(lambda: _build(LLMEngine, config, checked), max_queued_requests=args.max_queued_requests,
+    engine = AsyncEngine(lambda: _build(make_engine, config, checked), max_queued_requests=args.max_queued_requests,
                          on_fatal=fatal)
     app = build_app(engine, ServerSettings(name, args.api_key, args.metrics_namespace))
     sock = _bind(args.host, args.port)
@@ -182,7 +182,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _build(LLMEngine, config, checked):
-    engine = LLMEngine(config, checked=checked)
+def _build(make_engine, config, checked):
+    engine = make_engine(config, checked=checked)
     print("[adaspec] serve: engine ready", file=sys.stderr, flush=True)
     return engine
