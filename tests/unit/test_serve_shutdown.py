@@ -105,7 +105,7 @@ def test_serve_refusals_are_one_line_with_exit_2(tiny_llama_dir):
     import subprocess
 
     for flags, needle in ([["--max_seqs_per_batch=0"], "--max_seqs_per_batch"], [["--port=70000"], "--port"],
-                          [["--dp_size=2"], "--dp_size"], [["--metrics_namespace=1x"], "--metrics_namespace"]):
+                          [["--dp_size=0"], "--dp_size"], [["--metrics_namespace=1x"], "--metrics_namespace"]):
         r = subprocess.run([sys.executable, "-m", "adaspec.cli", "serve", f"--model={tiny_llama_dir}", *flags],
                            capture_output=True, text=True, timeout=120)
         assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr, r.stderr
