@@ -103,6 +103,9 @@ def spawn_ranks(config, target, args: tuple) -> Launch:
     """Rank 0 (node 0) or a node's first process: spawn this node's other ranks running
     `target(rank, world, addr, port, config, *args)`, then join the group as this node's first rank."""
     world = config.tp_size * config.dp_size
+    if dist.is_initialized():
+        raise UserError("this process already holds a parallel engine (its process group); one process holds one at "
+                        "a time: close() the other first, or use another process", param="--tp_size")
     env = torchrun_env()
     if env is not None:
         if env[1] != world:

@@ -1,0 +1,140 @@
+"""The drafts' learning curve (issue 11): held-out acceptance against training positions, and cost.
+
+Reads the `curve.json` that `adaspec train-draft --kind=both` writes (one point per evaluation:
+per-position conditional acceptance and mean acceptance length, k=5, on held-out prompts never
+trained on: the float32 target's greedy continuations, teacher-forced through the draft's own
+allocate()/draft()). It prints the curve as a markdown table, draws it as a PNG (matplotlib), and
+evaluates reference drafts (`--drafts`, e.g. the previously shipped ones) on the same held-out set
+for comparison. With `--cost`, each draft's cost per draft call (B=1, k=5, float32, one thread) is
+timed against one plain target step, in the same process.
+
+    python bench/draft_curve.py --curve=runs/drafts_new/mtp/curve.json --data_dir=runs/stream_data \
+        --drafts=mtp:adaspec/assets/drafts/mtp,dspark:adaspec/assets/drafts/dspark --png=docs/draft_curve.png --cost
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import markdown_table  # noqa: E402
+
+SOURCES = ("code", "chat", "prose")
+
+
+def curve_rows(curve: list[dict]) -> list[list]:
+    rows = []
+    for p in curve:
+        for kind in ("mtp", "dspark"):
+            held = p[kind]["heldout"]
+            cells = [f"{held[s]['mean_acceptance_length']:.2f}" if s in held else "-" for s in SOURCES]
+            cond = held.get("code", {}).get("conditional_acceptance", [])
+            rows.append([f"{p['positions'] / 1e6:.2f}M", kind, *cells, " / ".join(f"{c:.2f}" for c in cond)])
+    return rows
+
+
+def plot(curve: list[dict], refs: dict, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+    for ax, kind in zip(axes, ("mtp", "dspark")):
+        xs = [max(p["positions"], 1) / 1e6 for p in curve]
+        for s in SOURCES:
+            ys = [p[kind]["heldout"].get(s, {}).get("mean_acceptance_length") for p in curve]
+            ax.plot(xs, ys, marker="o", label=s)
+            if kind in refs and s in refs[kind]:
+                ax.axhline(refs[kind][s]["mean_acceptance_length"], ls=":", lw=1, color=ax.lines[-1].get_color())
+        ax.set_xscale("symlog", linthresh=0.1)
+        ax.set_title(f"{kind} (dotted: previously shipped)")
+        ax.set_xlabel("distinct training positions seen (M)")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("held-out mean acceptance length (k=5, greedy)")
+    axes[0].legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--curve", required=True, help="curve.json of a --kind=both run")
+    p.add_argument("--data_dir", default=None, help="the run's --data_dir (its heldout_eval.pt), for --drafts and --cost")
+    p.add_argument("--drafts", default="", help="kind:dir,... reference drafts evaluated on the same held-out set")
+    p.add_argument("--png", default=None, help="write the curve as a PNG here")
+    p.add_argument("--cost", action="store_true", help="time each draft call against a plain target step")
+    args = p.parse_args(argv)
+    curve = json.loads(Path(args.curve).read_text())
+    print(markdown_table(["positions", "draft", "code", "chat", "prose", "code: conditional acceptance 1..5"],
+                         curve_rows(curve)))
+    refs = {}
+    if args.drafts or args.cost:
+        import torch
+
+        from adaspec.drafts.factory import load_drafter
+        from adaspec.models.loader import load_model, resolve_model, weights_fingerprint
+        from adaspec.training.distill import Sequence
+        from adaspec.training.joint import curve_point
+
+        torch.set_num_threads(1)
+        model_dir = resolve_model(None)
+        cfg, target = load_model(model_dir, torch.float32, "cpu")
+        saved = torch.load(Path(args.data_dir) / "heldout_eval.pt", weights_only=False)
+        held = [Sequence(**d) for d in saved["seqs"]]
+        layers = saved["key"]["layers"]
+        rows = []
+        dirs = [d.split(":", 1) for d in args.drafts.split(",") if d]
+        for kind, d in dirs:
+            draft = load_drafter(d, kind, target, cfg, "cpu", torch.float32, target_fingerprint=weights_fingerprint(model_dir))
+            stats = curve_point(draft, held, layers, 5)
+            refs.setdefault(kind, stats)
+            row = [d, kind] + [f"{stats[s]['mean_acceptance_length']:.2f}" if s in stats else "-" for s in SOURCES]
+            if args.cost:
+                row.append(f"{draft_cost(draft, target, cfg):.2f}")
+            rows.append(row)
+        head = ["draft dir", "kind", "code", "chat", "prose"] + (["draft call / target step (B=1, k=5)"] if args.cost else [])
+        print(markdown_table(head, rows))
+    if args.png:
+        plot(curve, refs, args.png)
+        print(f"wrote {args.png}")
+    return 0
+
+
+def draft_cost(draft, target, cfg, reps: int = 30) -> float:
+    """Median time of one draft call (1 request, refresh 1 row, k=5) over one plain target step."""
+    import statistics
+
+    import torch
+
+    from adaspec.drafts.base import DraftBatch
+    from adaspec.models.attention import build_layout
+    from adaspec.runner.kv_cache import KVCache
+
+    L = 256
+    kv = KVCache(cfg.num_layers, 1, cfg.num_kv_heads, L + 8, cfg.head_dim, torch.float32)
+    ids = torch.randint(0, cfg.vocab_size, (L,))
+    h, caps = target(ids, build_layout([0], [0], [L]), kv, tuple(draft.capture_layers or ()))
+    feats = torch.cat(caps, -1) if caps else h
+    draft.allocate(1, L + 16)
+    draft.draft(DraftBatch([0], [0], [L - 1], feats[: L - 1], ids[1:L], 5))
+    t_draft, t_target = [], []
+    for i in range(reps):
+        t0 = time.perf_counter()
+        draft.draft(DraftBatch([0], [L - 1 - 1], [1], feats[L - 2:L - 1], ids[L - 1:L], 5))
+        t_draft.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        hh, _ = target(ids[-1:], build_layout([0], [L - 1], [1]), kv)
+        target.logits(hh)
+        t_target.append(time.perf_counter() - t0)
+    return statistics.median(t_draft) / statistics.median(t_target)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
