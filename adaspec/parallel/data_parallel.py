@@ -95,10 +95,17 @@ def _report(engine, agreement) -> dict:
 
 
 def dp_worker_main(rank, world, addr, port, config, drafter) -> None:
-    from ..engine.llm_engine import LLMEngine, configure_threads
+    from ..engine.llm_engine import configure_threads
 
     configure_threads(config.threads)
     init_group(rank, world, config.device, addr, port)
+    shard_main(config, drafter)
+
+
+def shard_main(config, drafter) -> None:
+    """A shard that is not rank 0 (its process group joined): build its engine, agree, serve rank 0."""
+    from ..engine.llm_engine import LLMEngine
+
     error, engine = None, None
     try:
         engine = LLMEngine(config, drafter=drafter)
@@ -118,7 +125,7 @@ def dp_worker_main(rank, world, addr, port, config, drafter) -> None:
             dist.gather_object(_report(engine, agreement), None, dst=0)
             continue
         _, new, aborts = msg
-        mine = new.get(rank, [])
+        mine = new.get(dist.get_rank(), [])
         engine.dp_served = getattr(engine, "dp_served", 0) + len(mine)  # requests routed here
         dist.gather_object(_shard_step(engine, agreement, mine, aborts), None, dst=0)
     dist.destroy_process_group()
@@ -145,6 +152,10 @@ class DPEngine:
         from ..engine.llm_engine import LLMEngine
 
         self.launch = spawn_ranks(config, dp_worker_main, (drafter,))
+        if self.launch.rank != 0:  # torchrun rank > 0, or the first process of node > 0: a shard
+            shard_main(config, drafter)
+            self.launch.join()
+            sys.exit(0)
         self.world = self.launch.world
         error = None
         try:

@@ -4,7 +4,6 @@ a clean stop of the workers."""
 from __future__ import annotations
 
 import atexit
-import weakref
 
 import torch.distributed as dist
 
@@ -26,22 +25,22 @@ def install_tp_hooks(engine) -> None:
         runner.commit(updates)
 
     engine.round_observers.append(commit)
-    ref = weakref.ref(engine)
-
-    def stop() -> None:
-        e = ref()
-        if e is not None:
-            shutdown_parallel(e)
-
-    atexit.register(stop)
+    # strong references: at exit the engine itself may already be collected, and the other ranks
+    # must still get their "stop" (or they would wait for rank 0 until the collective times out)
+    atexit.register(_stop, runner, engine.parallel)
 
 
-def shutdown_parallel(engine) -> None:
-    """Stop the workers and leave the process group (idempotent)."""
-    runner, launch = getattr(engine, "model_runner", None), getattr(engine, "parallel", None)
-    if launch is None or getattr(runner, "closed", True):
+def _stop(runner, launch) -> None:
+    if getattr(runner, "closed", True):
         return
     runner.close()
     if dist.is_initialized():
         dist.destroy_process_group()
     launch.join()
+
+
+def shutdown_parallel(engine) -> None:
+    """Stop the workers and leave the process group (idempotent)."""
+    runner, launch = getattr(engine, "model_runner", None), getattr(engine, "parallel", None)
+    if launch is not None:
+        _stop(runner, launch)

@@ -146,3 +146,39 @@ def test_random_target_200_rounds_ranks_never_diverge(tiny_llama_dir):
 def test_topology_refusals_before_any_process_starts(tiny_llama_dir, flags, match):
     with pytest.raises(ConfigError, match=match):
         LLM(str(tiny_llama_dir), **COMMON, **flags)
+
+
+def _generate(cmd, model_dir, *flags, timeout=240):
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, *cmd, "generate", f"--model={model_dir}", "--prompt=Hello there",
+                        "--max_tokens=6", "--chat=false", "--json", "--linear_backend=fp32", *flags],
+                       capture_output=True, text=True, timeout=timeout)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return json.loads(r.stdout)["outputs"][0]["token_ids"] if r.stdout.strip() else None
+
+
+@pytest.mark.parametrize("topology", ["--tp_size=2", "--dp_size=2"])
+def test_torchrun_and_two_nodes_on_localhost_launch_the_same_engine(tiny_llama_dir, topology):
+    """R-H3: under torchrun (rank 1 becomes a worker) and as two 'nodes' with --node_rank on one
+    machine, the command gives the single-process greedy tokens; only rank 0 prints."""
+    import subprocess
+    import sys
+
+    ref = _generate(["-m", "adaspec.cli"], tiny_llama_dir)
+    assert _generate(["-m", "torch.distributed.run", "--nproc_per_node=2", "-m", "adaspec.cli"], tiny_llama_dir,
+                     topology) == ref
+    from adaspec.parallel.launch import free_port
+
+    port = f"--master_port={free_port()}"
+    other = subprocess.Popen([sys.executable, "-m", "adaspec.cli", "generate", f"--model={tiny_llama_dir}",
+                              "--prompt=x", "--max_tokens=2", "--json", "--linear_backend=fp32", topology,
+                              "--nnodes=2", "--node_rank=1", port], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+    try:
+        assert _generate(["-m", "adaspec.cli"], tiny_llama_dir, topology, "--nnodes=2", "--node_rank=0", port) == ref
+        out, err = other.communicate(timeout=120)
+        assert other.returncode == 0 and out == "", err[-2000:]
+    finally:
+        other.kill()
