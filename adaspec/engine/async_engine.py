@@ -227,6 +227,8 @@ class AsyncEngine:
                 for rid in f.request_ids:
                     self._fail(rid, f"internal error while running this request's round: "
                                     f"{type(f.cause).__name__}: {f.cause}")
+                for out in getattr(f, "outputs", ()):  # data parallel: other shards' outputs of the step
+                    self._deliver(out)
                 continue
             for out in outputs:
                 self._deliver(out)

@@ -85,7 +85,7 @@ def _shard_step(engine, agreement, new, aborts):
         failed = [(rid, str(e)) for rid in e.request_ids]
     agreement.end_step()
     sched = engine.scheduler
-    return outs, failed, len(sched.waiting), len(sched.free_slots)
+    return outs, failed, len(sched.waiting), len(sched.free_slots), len(sched.running)
 
 
 def _report(engine, agreement) -> dict:
@@ -115,7 +115,7 @@ def shard_main(config, drafter) -> None:
         agree(error)
     except UserError:
         dist.destroy_process_group()
-        sys.exit(2)
+        sys.exit(0)  # agreed refusal: rank 0 prints it and exits 2
     agreement = install_agreement(engine)
     while True:
         msg = _bcast()
@@ -143,14 +143,27 @@ class _Scheduler:
         return list(f.local.scheduler.waiting) + [None] * (sum(len(v) for v in f.pending.values()) + f.remote_waiting)
 
     @property
+    def running(self):
+        f = self.front
+        return list(f.local.scheduler.running) + [None] * f.remote_running
+
+    @property
     def free_slots(self):
         return list(self.front.local.scheduler.free_slots) + [None] * self.front.remote_free
 
 
 class DPEngine:
     def __init__(self, config, drafter=None, checked=None):
-        from ..engine.llm_engine import LLMEngine
+        import warnings
 
+        from ..engine.llm_engine import LLMEngine
+        from ..preflight import preflight
+
+        if checked is None:  # every refusal rank 0 can find comes before any process starts
+            checked = preflight(config, drafter=drafter)
+            for w in checked.warnings:
+                warnings.warn(w, UserWarning, stacklevel=3)
+        config = checked.config
         self.launch = spawn_ranks(config, dp_worker_main, (drafter,))
         if self.launch.rank != 0:  # torchrun rank > 0, or the first process of node > 0: a shard
             shard_main(config, drafter)
@@ -164,9 +177,10 @@ class DPEngine:
             error = e
         try:
             agree(None if error is None else str(error))
-        except UserError:
+        except UserError as agreed:
+            self.launch.stopping = True  # the shards exit now: not a crash for the watchdog
             self._leave()
-            raise error if error is not None else UserError("a data-parallel shard could not start (see above)")
+            raise error if error is not None else agreed
         self.agreement = install_agreement(self.local)
         self.pending: dict[int, list] = {}
         self.aborts: list[str] = []
@@ -175,6 +189,7 @@ class DPEngine:
         self.load = [0] * self.world
         self.remote_waiting = 0
         self.remote_free = (self.world - 1) * config.max_seqs_per_batch
+        self.remote_running = 0
         self.scheduler = _Scheduler(self)
         self.closed = False
         self.local.dp_served = 0
@@ -240,13 +255,15 @@ class DPEngine:
         new, self.pending = self.pending, {}
         aborts, self.aborts = self.aborts, []
         _bcast(("step", new, aborts))
-        local_outs, failed, waiting, free = _shard_step(self.local, self.agreement, [], [])
+        mine = _shard_step(self.local, self.agreement, [], [])
         gathered = [None] * self.world
-        dist.gather_object((local_outs, failed, waiting, free), gathered, dst=0)
+        dist.gather_object(mine, gathered, dst=0)
+        local_outs = mine[0]
         outs = list(local_outs)
         self.remote_waiting = sum(g[2] for g in gathered[1:])
         self.remote_free = sum(g[3] for g in gathered[1:])
-        for shard, (shard_outs, shard_failed, _, _) in enumerate(gathered):
+        self.remote_running = sum(g[4] for g in gathered[1:])
+        for shard, (shard_outs, shard_failed, *_) in enumerate(gathered):
             failed_ids = {rid for rid, _ in shard_failed}
             for rid in failed_ids:
                 self._forget(rid)
@@ -269,7 +286,9 @@ class DPEngine:
                 self._forget(o.request_id)
         all_failed = [rid for g in gathered for rid, _ in g[1]]
         if all_failed:
-            raise RoundFailure(all_failed, RuntimeError("; ".join(m for g in gathered for _, m in g[1])[:400]))
+            failure = RoundFailure(all_failed, RuntimeError("; ".join(m for g in gathered for _, m in g[1])[:400]))
+            failure.outputs = outs  # the other requests of the step finished or advanced: deliver them too
+            raise failure
         return outs
 
     def _forget(self, rid: str) -> None:

@@ -21,7 +21,9 @@ def install_tp_hooks(engine) -> None:
             sent[req.request_id] = n + len(new)
             if req.finished:
                 sent.pop(req.request_id, None)
-            updates.append((req.request_id, req.num_computed, new))
+            updates.append((req.request_id, req.num_computed, new, req.finished))
+        for rid in [r for r in sent if r not in engine.requests]:  # aborted meanwhile
+            sent.pop(rid)
         runner.commit(updates)
 
     engine.round_observers.append(commit)

@@ -26,7 +26,10 @@ import torch.distributed as dist
 
 from ..errors import UserError
 
-TIMEOUT_S = 300
+# The collective timeout is long: a worker waits in a broadcast for rank 0's next message, and an
+# idle server sends none for as long as it is idle. Dead ranks are caught sooner: rank 0's watchdog
+# ends it when a spawned rank exits, and a worker's collective fails as soon as rank 0's socket closes.
+TIMEOUT_S = 7 * 24 * 3600
 
 
 def backend_for(device: str) -> str:
@@ -40,6 +43,14 @@ def torchrun_env() -> tuple[int, int] | None:
     return None
 
 
+def is_worker_process(config) -> bool:
+    """This process will be a worker, not rank 0: torchrun rank > 0, or a node other than node 0."""
+    if config.tp_size * config.dp_size == 1:
+        return False
+    env = torchrun_env()
+    return env[0] != 0 if env is not None else config.node_rank > 0
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -49,10 +60,19 @@ def free_port() -> int:
 def init_group(rank: int, world: int, device: str, addr: str, port: int) -> None:
     kwargs = {"backend": backend_for(device), "rank": rank, "world_size": world,
               "timeout": timedelta(seconds=TIMEOUT_S)}
-    if torchrun_env() is not None:
-        dist.init_process_group(init_method="env://", **kwargs)
-    else:
-        dist.init_process_group(init_method=f"tcp://{addr}:{port}", **kwargs)
+    if world > 1 and rank == 0:
+        import sys
+
+        print(f"[adaspec] waiting for {world - 1} other rank(s) at {addr or os.environ.get('MASTER_ADDR')}:"
+              f"{port or os.environ.get('MASTER_PORT')} ({backend_for(device)})", file=sys.stderr, flush=True)
+    try:
+        if torchrun_env() is not None:
+            dist.init_process_group(init_method="env://", **kwargs)
+        else:
+            dist.init_process_group(init_method=f"tcp://{addr}:{port}", **kwargs)
+    except (RuntimeError, OSError) as e:  # the port is taken, the address is not this machine's, ...
+        raise UserError(f"the process-group rendezvous at {addr}:{port} failed ({str(e).splitlines()[0]}); pass "
+                        "another --master_port or check --master_node_addr", param="--master_port") from None
 
 
 def agree(error: str | None) -> None:

@@ -75,10 +75,14 @@ class VocabParallelHead(nn.Module):
         self.group = group
 
     def forward(self, x):
-        local = self.linear(x).contiguous()
-        pieces = [local.new_empty(*x.shape[:-1], len(p)) for p in self.parts]
+        local = self.linear(x)
+        width = max(len(p) for p in self.parts)  # gloo gathers equal sizes only: pad, gather, trim
+        if local.shape[-1] < width:
+            local = torch.nn.functional.pad(local, (0, width - local.shape[-1]))
+        local = local.contiguous()
+        pieces = [torch.empty_like(local) for _ in self.parts]
         dist.all_gather(pieces, local, group=self.group)
-        return torch.cat(pieces, dim=-1)
+        return torch.cat([piece[..., :len(p)] for piece, p in zip(pieces, self.parts)], dim=-1)
 
 
 def _rows(linear: nn.Linear, rows: list[int]) -> nn.Linear:

@@ -9,8 +9,11 @@ states and the all-gathered logits. KV writes follow the layout, so a rollback (
 rank 0) needs no message. Slot copies (forks) are messages too.
 
 After each round rank 0 sends the round's outcome, the committed tokens and KV length of every
-request in it (`commit`): the one consensus per round. Workers keep a mirror of it; `report()`
-gathers the mirrors so tests can check that no rank diverged. Drafts run on rank 0 only: their
+request in it (`commit`): the one consensus per round. Workers keep a mirror of it (finished
+requests dropped). `report()` gathers, from every worker, evidence of its own: the token at every
+position its KV cache holds per slot (from the forwards it ran) and a checksum of the hidden states
+of each forward since the last report (replicated after the all-reduces, so they must equal rank
+0's bit for bit); tests compare both with rank 0's committed state every round. Drafts run on rank 0 only: their
 tokens travel in the next forward's message, which is sent anyway, so replicating them would only
 repeat the draft's compute on every rank.
 """
@@ -51,6 +54,8 @@ class TPDriverRunner(ModelRunner):
         self._layout_args = None
         self.kv = _BroadcastKV(self.kv, self.send)
         self.closed = False
+        self.record = False  # keep hidden-state checksums for report() (tests)
+        self.hidden_sums: list[float] = []
 
     def send(self, msg) -> None:
         _bcast(msg, group=self.group)
@@ -63,17 +68,23 @@ class TPDriverRunner(ModelRunner):
         slots, starts, lens = self._layout_args
         self.send(("forward", slots, starts, lens, inputs.input_ids.tolist(), inputs.sample_rows.tolist(),
                    tuple(capture_layers)))
-        return super().forward(inputs, capture_layers)
+        out = super().forward(inputs, capture_layers)
+        if self.record:
+            self.hidden_sums.append(checksum(out.hidden))
+        return out
 
-    def commit(self, updates: list[tuple[str, int, list[int]]]) -> None:
-        """updates: (request id, KV length, tokens committed this round) per request of the round."""
+    def commit(self, updates: list[tuple[str, int, list[int], bool]]) -> None:
+        """updates: (request id, KV length, tokens committed this round, finished) per request of the round."""
         self.send(("commit", updates))
 
     def report(self) -> list[dict]:
-        """Every worker's mirror {request id: (KV length, committed tokens)}, by rank (rank 0: None)."""
-        self.send(("report",))
+        """By rank (rank 0: its own hidden checksums only): {"mirror": {request id: (KV length,
+        committed tokens)}, "kv_tokens": {slot: tokens at positions 0..}, "hidden_sums": [...]}; the
+        checksum lists restart after each report."""
+        self.send(("report", self.record))
         out = [None] * dist.get_world_size(self.group)
-        dist.gather_object(None, out, dst=0, group=self.group)
+        dist.gather_object({"hidden_sums": self.hidden_sums}, out, dst=0, group=self.group)
+        self.hidden_sums = []
         return out
 
     def close(self) -> None:
@@ -82,11 +93,18 @@ class TPDriverRunner(ModelRunner):
             self.send(("stop",))
 
 
+def checksum(hidden: torch.Tensor) -> float:
+    return float(hidden.double().sum()) + float((hidden.double() * 1.000001).abs().sum())
+
+
 def worker_loop(model, num_slots: int, max_len: int, device, group=None) -> None:
     """A non-zero rank: run every message of rank 0 until "stop"."""
     runner = ModelRunner(model, num_slots, max_len, device)
     mirror: dict[str, tuple[int, list[int]]] = {}
     sliding = model.config.sliding_window
+    record = False  # rank 0 turns evidence keeping on with its first report (tests)
+    kv_tokens: dict[int, list[int]] = {}
+    sums: list[float] = []
     while True:
         msg = _bcast(None, group=group)
         op = msg[0]
@@ -97,15 +115,32 @@ def worker_loop(model, num_slots: int, max_len: int, device, group=None) -> None
                 layout=build_layout(slots, starts, lens, device, sliding),
                 sample_rows=torch.tensor(sample_rows, dtype=torch.long, device=device),
             )
-            runner.forward(inputs, capture)
+            out = runner.forward(inputs, capture)
+            if record:
+                sums.append(checksum(out.hidden))
+                off = 0
+                for slot, start, n in zip(slots, starts, lens):
+                    row = kv_tokens.setdefault(slot, [])
+                    del row[start:]
+                    row += ids[off:off + n]
+                    off += n
         elif op == "copy_slot":
             runner.kv.copy_slot(*msg[1:])
+            src, dst, length = msg[1:]
+            if record:
+                kv_tokens[dst] = list(kv_tokens.get(src, [])[:length])
         elif op == "commit":
-            for rid, kv_len, tokens in msg[1]:
+            for rid, kv_len, tokens, finished in msg[1]:
                 _, have = mirror.get(rid, (0, []))
                 mirror[rid] = (kv_len, have + list(tokens))
+                if finished:
+                    mirror.pop(rid, None)
         elif op == "report":
-            dist.gather_object(mirror, None, dst=0, group=group)
+            if msg[1] and not record:
+                record = True
+            dist.gather_object({"mirror": dict(mirror), "kv_tokens": {s: list(t) for s, t in kv_tokens.items()},
+                                "hidden_sums": sums}, None, dst=0, group=group)
+            sums = []
         elif op == "stop":
             return
         else:  # a message this version does not know: a bug, never a user's input

@@ -36,11 +36,15 @@ def load_shard(model_dir, dtype, device, linear_backend: str, verify_rows: int, 
         choice, reuse = select_backend(linear_backend, model, verify_rows)
         box = [choice.backend]
     dist.broadcast_object_list(box, src=0)
-    if rank != 0:
-        choice, reuse = select_backend(box[0], model, verify_rows)
-    choice.kept_fp32 = pack_module(model, choice.backend, reuse)["kept_fp32"]
-    if linear_backend != "fp32":
-        check_rows(choice, model)
+    try:
+        if rank != 0:
+            choice, reuse = select_backend(box[0], model, verify_rows)
+        choice.kept_fp32 = pack_module(model, choice.backend, reuse)["kept_fp32"]
+        if linear_backend != "fp32":
+            check_rows(choice, model)
+    except (UserError, ValueError, RuntimeError) as e:
+        error = f"packing its shard with --linear_backend={box[0]}: {e}"
+    agree(error)
     model.linear_backend, model.linear_choice = choice.backend, choice
     return cfg, model
 
@@ -54,9 +58,9 @@ def tp_worker_main(rank, world, addr, port, config, model_dir, dtype, num_slots,
     device = torch.device(rank_device(config, rank))
     try:
         _, model = load_shard(model_dir, dtype, device, config.linear_backend, verify_rows, rank, world)
-    except UserError:  # agreed: rank 0 prints the message
+    except UserError:  # agreed: rank 0 prints the message and exits 2
         dist.destroy_process_group()
-        sys.exit(2)
+        sys.exit(0)
     worker_loop(model, num_slots, cache_len, device)
     dist.destroy_process_group()
 
@@ -72,6 +76,7 @@ def start_tp(config, model_dir, dtype, device, num_slots: int, cache_len: int, v
     try:
         cfg, model = load_shard(model_dir, dtype, device, config.linear_backend, verify_rows, 0, launch.world)
     except UserError:
+        launch.stopping = True  # the workers exit now: not a crash for the watchdog
         dist.destroy_process_group()
         launch.join()
         raise

@@ -125,6 +125,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     checked = preflight(config)  # every file, table and model-config check, before any model work
     for w in checked.warnings:
         print(f"adaspec serve: warning: {w}", file=sys.stderr)
+    from ..parallel.launch import is_worker_process
+
+    if is_worker_process(config):  # torchrun rank > 0 or --node_rank > 0: serve rank 0, bind no port
+        from ..engine.llm_engine import make_engine
+
+        make_engine(config, checked=checked)  # becomes a worker and exits when rank 0 stops
+        return 0
 
     import uvicorn
 

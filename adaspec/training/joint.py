@@ -49,7 +49,8 @@ class Sampler:
         self.gen: list[torch.Tensor] = []
         self.valid: list[dict] = []
         self.chunks: set[int] = set()
-        self.raw_i = self.gen_i = 0  # next window (counts past the end wrap around: epochs)
+        self.raw_i = self.gen_i = 0  # next raw window (past the end: a new epoch); next unseen answer
+        self.gen_rep = 0  # next answer to see a second time (always < gen_i)
 
     def reload(self) -> None:
         mpath = self.data_dir / "gen_manifest.json"
@@ -65,13 +66,20 @@ class Sampler:
             self.chunks.add(c)
 
     def next(self) -> tuple[list[torch.Tensor], int]:
-        """(windows, distinct new positions in them)."""
+        """(windows, distinct new positions in them). Answers: unseen ones first (in the order they
+        were written, so answers that arrive later are still visited once), then each at most once
+        more; raw windows in order, wrapping around into a new epoch."""
         batch, used, new = [], 0, 0
-        # answers at most twice over while generation catches up (no window seen a third time)
-        while self.gen and used < self.gen_share * self.tokens and self.gen_i < 2 * len(self.gen):
-            w = self.gen[self.gen_i % len(self.gen)]
-            new += len(w) if self.gen_i < len(self.gen) else 0
-            self.gen_i += 1
+        while self.gen and used < self.gen_share * self.tokens:
+            if self.gen_i < len(self.gen):  # first visit
+                w = self.gen[self.gen_i]
+                self.gen_i += 1
+                new += len(w)
+            elif self.gen_rep < self.gen_i:  # the one repeat
+                w = self.gen[self.gen_rep]
+                self.gen_rep += 1
+            else:
+                break
             batch.append(w)
             used += len(w)
         while used < self.tokens:
@@ -193,10 +201,17 @@ def train_joint(args, model_dir: Path, tokenizer, cfg, fingerprint: str, outputs
     step, positions, seconds, curve = 0, 0, 0.0, []
     if state:
         for k, st in students.items():
-            st.draft.load_state_dict(state["students"][k]["model"], strict=False)
+            missing, unexpected = st.draft.load_state_dict(state["students"][k]["model"], strict=False)
+            if missing or unexpected:
+                raise SystemExit(f"{checkpoint}: the {k} student does not fit this architecture (missing {missing[:3]}, "
+                                 f"unexpected {unexpected[:3]}); pass another --checkpoint")
             st.opt.load_state_dict(state["students"][k]["optim"])
         step, positions, seconds, curve = state["step"], state["positions"], state["seconds"], state["curve"]
-        sampler.raw_i, sampler.gen_i = state["raw_i"], state["gen_i"]
+        if state["recipe"] != recipe.to_json():
+            raise SystemExit(f"{checkpoint} was trained on another data recipe ({state['recipe']}); pass another "
+                             "--checkpoint or the same data flags")
+        sampler.raw_i, sampler.gen_i = state["raw_i"], min(state["gen_i"], len(sampler.gen))
+        sampler.gen_rep = min(state.get("gen_rep", max(0, state["gen_i"] - len(sampler.gen))), sampler.gen_i)
         log(f"resuming from {checkpoint} at step {step}, {positions} positions, {seconds / 60:.1f} min")
     tf32 = Teacher(target, args.topk, tuple(layers), 8, 512)
 
@@ -204,7 +219,7 @@ def train_joint(args, model_dir: Path, tokenizer, cfg, fingerprint: str, outputs
         tmp = checkpoint.with_suffix(".tmp")
         checkpoint.parent.mkdir(parents=True, exist_ok=True)
         torch.save({"d2t": d2t, "recipe": recipe.to_json(), "step": step, "positions": positions, "seconds": seconds,
-                    "curve": curve, "raw_i": sampler.raw_i, "gen_i": sampler.gen_i,
+                    "curve": curve, "raw_i": sampler.raw_i, "gen_i": sampler.gen_i, "gen_rep": sampler.gen_rep,
                     "students": {k: {"model": s.draft.state_dict(), "optim": s.opt.state_dict()} for k, s in students.items()}},
                    tmp)
         os.replace(tmp, checkpoint)

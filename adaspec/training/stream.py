@@ -127,6 +127,17 @@ class Teacher:
         """seqs: int token tensors -> tokens [B, T] long, feats [B, T-1, layers*H] float32, topk ids
         [B, T-1, k] long, topk log-probabilities [B, T-1, k] float32, lengths [B] (tokens); the same
         layout as trainer.collate."""
+        slots = self.kv.k[0].shape[0]
+        if len(seqs) > slots:  # more windows than KV slots: in pieces, padded to one length
+            parts = [self(seqs[i:i + slots]) for i in range(0, len(seqs), slots)]
+            T = max(p[0].shape[1] for p in parts)
+
+            def pad(t, length, value):  # dim 1 of [B, L] or [B, L, X] to `length`
+                return torch.nn.functional.pad(t, (0, 0) * (t.dim() - 2) + (0, length - t.shape[1]), value=value)
+
+            return (torch.cat([pad(p[0], T, 0) for p in parts]), torch.cat([pad(p[1], T - 1, 0.0) for p in parts]),
+                    torch.cat([pad(p[2], T - 1, 0) for p in parts]), torch.cat([pad(p[3], T - 1, -30.0) for p in parts]),
+                    torch.cat([p[4] for p in parts]))
         lens = [len(s) for s in seqs]
         B, T = len(seqs), max(lens)
         ids = torch.cat([s.long() for s in seqs])

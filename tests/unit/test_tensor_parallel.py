@@ -115,23 +115,34 @@ def test_tp2_speculative_greedy_equals_tp2_plain(tiny_llama_dir, plain_tp2, cal_
 
 
 def test_random_target_200_rounds_ranks_never_diverge(tiny_llama_dir):
+    """Every round, from the worker's own records: the hidden states of every forward it ran equal
+    rank 0's (checksums), its KV cache holds exactly the tokens rank 0 committed for each request's
+    slot, and its mirror of the consensus messages equals rank 0's state."""
     llm = LLM(str(tiny_llama_dir), tp_size=2, speculative_algorithm="MTP", num_speculative_tokens=3,
               drafter=ReplayDrafter([[1, 2, 3]] * 4, max_steps=3), **COMMON)
     try:
         engine, runner = llm.engine, llm.engine.model_runner
+        runner.record = True
+        runner.report()  # turns the workers' records on
         sp = [SamplingParams(temperature=0.8, top_p=0.9, max_tokens=120, seed=i, ignore_eos=True) for i in range(8)]
         for i, p in enumerate(sp):
             engine.add_request(PROMPTS[i % len(PROMPTS)], p)
-        rounds = 0
+        rounds, checked = 0, 0
         while engine.has_unfinished():
             engine.step()
             rounds += 1
-            mirrors = runner.report()[1]
+            mine, worker = runner.report()
+            assert worker["hidden_sums"] == mine["hidden_sums"] and mine["hidden_sums"], rounds
             for rid, req in engine.requests.items():
-                if rid in mirrors:
-                    kv_len, tokens = mirrors[rid]
-                    assert kv_len == req.num_computed and tokens == list(req.output_token_ids), (rounds, rid)
-        assert rounds >= 200, rounds
+                if req.slot is None or not req.num_computed:
+                    continue
+                committed = (list(req.prompt_token_ids) + list(req.output_token_ids))[:req.num_computed]
+                assert worker["kv_tokens"][req.slot][:req.num_computed] == committed, (rounds, rid)
+                kv_len, tokens = worker["mirror"][rid]
+                assert kv_len == req.num_computed and tokens == list(req.output_token_ids), (rounds, rid)
+                checked += 1
+        assert rounds >= 200 and checked > 200, (rounds, checked)
+        assert engine.spec_stats.drafts > 0 and engine.spec_stats.accepted_tokens > 0  # speculative rounds
     finally:
         llm.close()
 

@@ -77,7 +77,22 @@ def test_sampler_counts_distinct_positions_and_caps_repeats(tmp_path):
         assert sum(len(w) for w in batch) >= 20
         seen += new
     # 5 raw windows (50 positions) + 1 answer (10) distinct; the answer is used at most twice
-    assert seen == 60 and s.gen_i == 2
+    assert seen == 60 and (s.gen_i, s.gen_rep) == (1, 1)
+
+
+def test_sampler_visits_answers_that_arrive_later_before_any_repeat(tmp_path):
+    raw = [("code", torch.arange(10, dtype=torch.int32))]
+    s = Sampler(raw, tmp_path, tokens=20, gen_share=0.5)
+    s.gen = [torch.full((10,), i, dtype=torch.int32) for i in range(2)]
+    firsts = []
+    for _ in range(3):
+        firsts.append(s.next()[0][0][0].item())
+    s.gen += [torch.full((10,), i, dtype=torch.int32) for i in range(2, 4)]  # generation wrote more
+    for _ in range(3):
+        firsts.append(s.next()[0][0][0].item())
+    # 0, 1 first; then their repeats wait: 0 repeated once, new answers 2 and 3 first, then 1's repeat
+    assert firsts == [0, 1, 0, 2, 3, 1]
+    assert s.gen_i == 4 and s.gen_rep == 2
 
 
 def test_refusals_name_the_flag(tiny_llama_dir, tmp_path):
