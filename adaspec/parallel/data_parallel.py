@@ -22,7 +22,7 @@ import torch
 import torch.distributed as dist
 
 from ..errors import UserError
-from .launch import agree, init_group, spawn_ranks
+from .launch import agree, collective_device, init_group, rank_device, spawn_ranks
 
 
 def _bcast(obj=None):
@@ -41,7 +41,7 @@ class Agreement:
     def __call__(self, k: int, bcap: int, G: int) -> tuple[int, int, int]:
         if self.calls:
             raise RuntimeError("data parallel: a second agreement in one step would desynchronise the shards")
-        t = torch.tensor([k, bcap, G], dtype=torch.long)
+        t = torch.tensor([k, bcap, G], dtype=torch.long, device=collective_device())
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         self.calls += 1
         out = tuple(int(x) for x in t.tolist())
@@ -102,13 +102,22 @@ def dp_worker_main(rank, world, addr, port, config, drafter) -> None:
     shard_main(config, drafter)
 
 
+def _shard_config(config):
+    """A shard's engine config: on CUDA, its own GPU (cuda:<local rank>)."""
+    import dataclasses
+
+    if not config.device.startswith("cuda"):
+        return config
+    return dataclasses.replace(config, device=rank_device(config, dist.get_rank()))
+
+
 def shard_main(config, drafter) -> None:
     """A shard that is not rank 0 (its process group joined): build its engine, agree, serve rank 0."""
     from ..engine.llm_engine import LLMEngine
 
     error, engine = None, None
     try:
-        engine = LLMEngine(config, drafter=drafter)
+        engine = LLMEngine(_shard_config(config), drafter=drafter)
     except UserError as e:
         error = str(e)
     try:

@@ -60,6 +60,8 @@ def free_port() -> int:
 def init_group(rank: int, world: int, device: str, addr: str, port: int) -> None:
     kwargs = {"backend": backend_for(device), "rank": rank, "world_size": world,
               "timeout": timedelta(seconds=TIMEOUT_S)}
+    if device.startswith("cuda"):  # NCCL: every rank its own GPU before the group forms (object collectives use it)
+        torch.cuda.set_device(rank % max(1, torch.cuda.device_count()))
     if world > 1 and rank == 0:
         import sys
 
@@ -151,6 +153,11 @@ def spawn_ranks(config, target, args: tuple) -> Launch:
     launch.watch()
     init_group(first, world, config.device, addr, port)
     return launch
+
+
+def collective_device() -> str:
+    """Where tensors for collectives live: the current GPU under NCCL, else the CPU."""
+    return f"cuda:{torch.cuda.current_device()}" if dist.get_backend() == "nccl" else "cpu"
 
 
 def rank_device(config, rank: int) -> str:
