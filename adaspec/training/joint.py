@@ -34,7 +34,7 @@ from ..outputs import replace_file
 from . import losses
 from .distill import Sequence
 from .evaluate import acceptance_stats, evaluate_draft, simulate
-from .trainer import dspark_forward, mtp_forward
+from .trainer import dspark_forward, mtp_forward, vocab_from_counts
 
 CURVE_POINTS = (0, 100_000, 250_000, 500_000, 1_000_000, 1_500_000, 2_000_000, 3_000_000, 4_000_000,
                 5_000_000, 6_000_000, 8_000_000, 10_000_000)
@@ -97,19 +97,7 @@ def token_vocab(windows: list, vocab_size: int, n: int, always: set[int]) -> tor
     counts = Counter()
     for _, w in windows:
         counts.update(w.tolist())
-    chosen = [t for t in sorted(always) if 0 <= t < vocab_size]
-    seen = set(chosen)
-    for t, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
-        if len(chosen) >= n:
-            break
-        if t not in seen:
-            chosen.append(t), seen.add(t)
-    t = 0
-    while len(chosen) < n:
-        if t not in seen:
-            chosen.append(t), seen.add(t)
-        t += 1
-    return torch.tensor(chosen[:n], dtype=torch.long)
+    return vocab_from_counts([counts], vocab_size, n, always)
 
 
 def teacher_forced(teacher, rows: list[dict], layers) -> list[Sequence]:

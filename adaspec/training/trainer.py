@@ -42,15 +42,20 @@ from . import losses
 def select_vocab(seqs: list[Sequence], vocab_size: int, n: int, always: set[int] = frozenset()) -> torch.Tensor:
     """d2t: the `n` target tokens the teacher predicts most often (greedy labels), then the most
     frequent input tokens, then the lowest ids; `always` (EOS) is included. Ties break by id."""
-    n = min(n, vocab_size)
     labels = Counter()
     inputs = Counter()
     for s in seqs:
         labels.update(s.topk_ids[:, 0].tolist())
         inputs.update(s.tokens.tolist())
+    return vocab_from_counts([labels, inputs], vocab_size, n, always)
+
+
+def vocab_from_counts(counters: list[Counter], vocab_size: int, n: int, always: set[int] = frozenset()) -> torch.Tensor:
+    """d2t: `always` first, then the most frequent ids of each counter in turn, then the lowest ids."""
+    n = min(n, vocab_size)
     chosen: list[int] = [t for t in sorted(always) if 0 <= t < vocab_size]
     seen = set(chosen)
-    for counter in (labels, inputs):
+    for counter in counters:
         for t, _ in sorted(counter.items(), key=lambda kv: (-kv[1], kv[0])):
             if len(chosen) >= n:
                 break
