@@ -22,13 +22,7 @@ import torch
 import torch.distributed as dist
 
 from ..errors import UserError
-from .launch import agree, collective_device, init_group, rank_device, spawn_ranks
-
-
-def _bcast(obj=None):
-    box = [obj]
-    dist.broadcast_object_list(box, src=0)
-    return box[0]
+from .launch import agree, broadcast, collective_device, init_group, leave_group, rank_device, spawn_ranks
 
 
 class Agreement:
@@ -123,11 +117,11 @@ def shard_main(config, drafter) -> None:
     try:
         agree(error)
     except UserError:
-        dist.destroy_process_group()
+        leave_group()
         sys.exit(0)  # agreed refusal: rank 0 prints it and exits 2
     agreement = install_agreement(engine)
     while True:
-        msg = _bcast()
+        msg = broadcast()
         if msg[0] == "stop":
             break
         if msg[0] == "report":
@@ -137,7 +131,7 @@ def shard_main(config, drafter) -> None:
         mine = new.get(dist.get_rank(), [])
         engine.dp_served = getattr(engine, "dp_served", 0) + len(mine)  # requests routed here
         dist.gather_object(_shard_step(engine, agreement, mine, aborts), None, dst=0)
-    dist.destroy_process_group()
+    leave_group()
 
 
 class _Scheduler:
@@ -187,8 +181,7 @@ class DPEngine:
         try:
             agree(None if error is None else str(error))
         except UserError as agreed:
-            self.launch.stopping = True  # the shards exit now: not a crash for the watchdog
-            self._leave()
+            self.launch.leave()
             raise error if error is not None else agreed
         self.agreement = install_agreement(self.local)
         self.pending: dict[int, list] = {}
@@ -263,7 +256,7 @@ class DPEngine:
 
         new, self.pending = self.pending, {}
         aborts, self.aborts = self.aborts, []
-        _bcast(("step", new, aborts))
+        broadcast(("step", new, aborts))
         mine = _shard_step(self.local, self.agreement, [], [])
         gathered = [None] * self.world
         dist.gather_object(mine, gathered, dst=0)
@@ -308,7 +301,7 @@ class DPEngine:
 
     def report(self) -> list[dict]:
         """Every shard's agreement history and request count (index = rank)."""
-        _bcast(("report",))
+        broadcast(("report",))
         out = [None] * self.world
         dist.gather_object(_report(self.local, self.agreement), out, dst=0)
         return out
@@ -316,10 +309,5 @@ class DPEngine:
     def close(self) -> None:
         if not self.closed:
             self.closed = True
-            _bcast(("stop",))
-            self._leave()
-
-    def _leave(self) -> None:
-        if dist.is_initialized():
-            dist.destroy_process_group()
-        self.launch.join()
+            broadcast(("stop",))
+            self.launch.leave()

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import atexit
 
-import torch.distributed as dist
-
 
 def install_tp_hooks(engine) -> None:
     runner = engine.model_runner
@@ -36,9 +34,7 @@ def _stop(runner, launch) -> None:
     if getattr(runner, "closed", True):
         return
     runner.close()
-    if dist.is_initialized():
-        dist.destroy_process_group()
-    launch.join()
+    launch.leave()
 
 
 def shutdown_parallel(engine) -> None:

@@ -77,6 +77,18 @@ def init_group(rank: int, world: int, device: str, addr: str, port: int) -> None
                         "another --master_port or check --master_node_addr", param="--master_port") from None
 
 
+def broadcast(obj=None, group=None):
+    """Rank 0's Python object, on every rank (the others pass nothing)."""
+    box = [obj]
+    dist.broadcast_object_list(box, src=0, group=group)
+    return box[0]
+
+
+def leave_group() -> None:
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
 def agree(error: str | None) -> None:
     """Every rank's load outcome; raises UserError on every rank if any rank failed."""
     out = [None] * dist.get_world_size()
@@ -112,6 +124,13 @@ class Launch:
                 time.sleep(0.5)
 
         threading.Thread(target=run, name="adaspec-rank-watch", daemon=True).start()
+
+    def leave(self) -> None:
+        """Leave the process group and wait for this node's spawned ranks (they exit on their own:
+        after "stop", or after an agreed refusal); not a crash for the watchdog."""
+        self.stopping = True
+        leave_group()
+        self.join()
 
     def join(self, timeout: float = 30.0) -> None:
         self.stopping = True

@@ -25,12 +25,7 @@ import torch.distributed as dist
 
 from ..models.attention import build_layout
 from ..runner.model_runner import ForwardInputs, ModelRunner
-
-
-def _bcast(obj=None, src: int = 0, group=None):
-    box = [obj]
-    dist.broadcast_object_list(box, src=src, group=group)
-    return box[0]
+from .launch import broadcast
 
 
 class _BroadcastKV:
@@ -58,7 +53,7 @@ class TPDriverRunner(ModelRunner):
         self.hidden_sums: list[float] = []
 
     def send(self, msg) -> None:
-        _bcast(msg, group=self.group)
+        broadcast(msg, group=self.group)
 
     def prepare(self, slots, starts, rows, sample_rows) -> ForwardInputs:
         self._layout_args = (list(slots), list(starts), [len(r) for r in rows])
@@ -106,7 +101,7 @@ def worker_loop(model, num_slots: int, max_len: int, device, group=None) -> None
     kv_tokens: dict[int, list[int]] = {}
     sums: list[float] = []
     while True:
-        msg = _bcast(None, group=group)
+        msg = broadcast(group=group)
         op = msg[0]
         if op == "forward":
             _, slots, starts, lens, ids, sample_rows, capture = msg
