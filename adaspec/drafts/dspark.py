@@ -232,10 +232,10 @@ class DSparkDraft(nn.Module):
             k, v = layer.context_kv(c, cos, sin)
             ck[row_slot, :, row_pos] = k
             cv[row_slot, :, row_pos] = v
-        ends_idx = [sum(batch.entry_lens[: b + 1]) - 1 for b, n in enumerate(batch.entry_lens) if n > 0]
-        if ends_idx:  # each refreshed slot's newest context row (a slot without entries keeps its own)
-            fresh = [s for s, n in zip(batch.slots, batch.entry_lens) if n > 0]
-            self.last_c[torch.tensor(fresh, device=dev)] = c[torch.tensor(ends_idx, device=dev)]
+        # each request's newest entry (entry_lens >= 1, drafts/base.py): its context row, and t_n below
+        last = torch.tensor([sum(batch.entry_lens[: b + 1]) - 1 for b in range(B)], device=dev)
+        slots = torch.tensor(batch.slots, dtype=torch.long, device=dev)
+        self.last_c[slots] = c[last]
         tokens = torch.empty(B, K, dtype=torch.long, device=dev)
         scores = torch.empty(B, K, dtype=torch.float32, device=dev)
         if K == 0:
@@ -243,11 +243,9 @@ class DSparkDraft(nn.Module):
         # propose: the block at positions n..n+w-1 over context positions < n
         ends = [s + n for s, n in zip(batch.entry_starts, batch.entry_lens)]  # n_b
         L = max(ends)
-        last = torch.tensor([sum(batch.entry_lens[: b + 1]) - 1 for b in range(B)], device=dev)
         newest = batch.next_tokens.index_select(0, last)  # t_n
         ctx_len = torch.tensor(ends, dtype=torch.long, device=dev)
         positions = ctx_len[:, None] + torch.arange(self.width, device=dev)[None, :]
-        slots = torch.tensor(batch.slots, dtype=torch.long, device=dev)
         ctx_k = [ck[:, :, :L].index_select(0, slots) for ck in self.cache_k]
         ctx_v = [cv[:, :, :L].index_select(0, slots) for cv in self.cache_v]
         mask = block_mask(ctx_len, L, self.width)
