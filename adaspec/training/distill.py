@@ -86,6 +86,14 @@ class Sequence:
 
 
 # ---------------------------------------------------------------------------------- prompts
+def prompt_ids(tokenizer, t, prompt_tokens: int) -> list[int]:
+    """A corpus item as the target reads it: chat items with the chat template, cut to their last
+    `prompt_tokens` tokens (as are human-eval prompts, whose end is the function to write),
+    passages to their first ones."""
+    ids = tokenizer.chat_prompt_ids(t.text) if t.chat else tokenizer.encode(t.text)
+    return ids[-prompt_tokens:] if t.chat or t.id.startswith("HumanEval") else ids[:prompt_tokens]
+
+
 def build_items(tokenizer, recipe: DataRecipe) -> list[Item]:
     """The fixed, ordered list of sequences to distil: prompts (train + valid), then raw passages."""
     rng = random.Random(recipe.seed)
@@ -110,8 +118,7 @@ def build_items(tokenizer, recipe: DataRecipe) -> list[Item]:
     for texts in groups.values():
         for i, t in enumerate(texts):
             valid = i % recipe.valid_every == recipe.valid_every - 1 or (len(texts) < recipe.valid_every and i == len(texts) - 1 and i > 0)
-            ids = tokenizer.chat_prompt_ids(t.text) if t.chat else tokenizer.encode(t.text)
-            ids = ids[-recipe.prompt_tokens:] if t.chat or t.id.startswith("HumanEval") else ids[: recipe.prompt_tokens]
+            ids = prompt_ids(tokenizer, t, recipe.prompt_tokens)
             if len(ids) >= 2:
                 items.append(Item(t.source, t.id, SPLIT_VALID if valid else SPLIT_TRAIN, ids, True))
     # raw teacher-only passages: 60% code, 40% prose

@@ -34,7 +34,7 @@ from ..outputs import replace_file
 from . import losses
 from .distill import Sequence
 from .evaluate import acceptance_stats, evaluate_draft, simulate
-from .trainer import dspark_forward, mtp_forward, vocab_from_counts
+from .trainer import dspark_forward, mtp_forward, recipe_command, vocab_from_counts
 
 CURVE_POINTS = (0, 100_000, 250_000, 500_000, 1_000_000, 1_500_000, 2_000_000, 3_000_000, 4_000_000,
                 5_000_000, 6_000_000, 8_000_000, 10_000_000)
@@ -222,9 +222,7 @@ def train_joint(args, model_dir: Path, tokenizer, cfg, fingerprint: str, outputs
                         "valid": report["eval"].get("overall")}
             if "calibration" in report:
                 point[k]["calibration"] = report["calibration"]
-            recipe_json = {"command": "adaspec train-draft " + " ".join(
-                f"--{a}={v}" for a, v in sorted(vars(args).items()) if v is not None and a not in ("output", "data_dir", "checkpoint")),
-                "data": recipe.to_json()}
+            recipe_json = {"command": recipe_command(args), "data": recipe.to_json()}
             save_draft(s.draft, outputs[k], fingerprint, recipe=recipe_json,
                        report={"kind": k, "target_fingerprint": fingerprint, "curve_point": point[k],
                                "training": {"steps": step, "positions": positions, "minutes": round(seconds / 60, 2)}})

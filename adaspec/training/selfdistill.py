@@ -25,7 +25,7 @@ import torch
 
 from . import corpus
 from .chat_topics import chat_prompts
-from .distill import DataRecipe, Distiller, Item, Sequence, _write_json
+from .distill import DataRecipe, Distiller, Item, Sequence, _write_json, prompt_ids
 
 
 @dataclass(frozen=True)
@@ -60,8 +60,7 @@ def gen_items(tokenizer, recipe: GenRecipe) -> list[Item]:
     rng.shuffle(texts)
     items = []
     for i, t in enumerate(texts):
-        ids = tokenizer.chat_prompt_ids(t.text) if t.chat else tokenizer.encode(t.text)
-        ids = ids[-recipe.prompt_tokens:] if t.chat or t.id.startswith("HumanEval") else ids[: recipe.prompt_tokens]
+        ids = prompt_ids(tokenizer, t, recipe.prompt_tokens)
         if len(ids) >= 2:
             split = "valid" if i % recipe.valid_every == recipe.valid_every - 1 else "train"
             items.append(Item(t.source, t.id, split, ids, True))
@@ -124,9 +123,7 @@ def heldout_items(tokenizer, prompt_tokens: int = 192, per_source: int = 48) -> 
     texts = (corpus.heldout_prompts("code", per_source) + corpus.heldout_prompts("chat", per_source)
              + corpus.heldout_prompts("prose", max(1, per_source // 3)))
     for t in texts:
-        ids = tokenizer.chat_prompt_ids(t.text) if t.chat else tokenizer.encode(t.text)
-        ids = ids[-prompt_tokens:] if t.chat or t.id.startswith("HumanEval") else ids[:prompt_tokens]
-        items.append(Item(t.source, t.id, "heldout", ids, True))
+        items.append(Item(t.source, t.id, "heldout", prompt_ids(tokenizer, t, prompt_tokens), True))
     return items
 
 

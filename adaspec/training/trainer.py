@@ -331,6 +331,16 @@ def train(args, target, cfg, recipe, data_dir: Path, checkpoint: Path, log=print
     return draft, stats
 
 
+# paths (where, not how) and the command line's own bookkeeping (cli.main: the subcommand, the flags given)
+NOT_RECIPE = ("output", "data_dir", "checkpoint", "command", "explicit_flags")
+
+
+def recipe_command(args) -> str:
+    """The train-draft command that reproduces a draft, from its parsed flags (stored in config.json)."""
+    return "adaspec train-draft " + " ".join(f"--{k}={v}" for k, v in sorted(vars(args).items())
+                                             if v is not None and k not in NOT_RECIPE)
+
+
 def train_and_report(args, target, cfg, fingerprint: str, recipe, data_dir: Path, output: Path) -> dict:
     from .evaluate import evaluate_draft
 
@@ -339,11 +349,7 @@ def train_and_report(args, target, cfg, fingerprint: str, recipe, data_dir: Path
     draft, stats = train(args, target, cfg, recipe, data_dir, checkpoint, log)
     valid = load_sequences(data_dir, "valid")
     evaluation = evaluate_draft(draft, valid, list(recipe.teacher_layers), args.eval_k, log)
-    recipe_json = {
-        "command": "adaspec train-draft " + " ".join(f"--{k}={v}" for k, v in sorted(vars(args).items())
-                                                     if v is not None and k not in ("output", "data_dir", "checkpoint")),
-        "data": recipe.to_json(),
-    }
+    recipe_json = {"command": recipe_command(args), "data": recipe.to_json()}
     report = {"kind": args.kind, "target_fingerprint": fingerprint, "training": stats, **evaluation}
     save_draft(draft, output, fingerprint, recipe=recipe_json, report=report)
     log(f"saved the draft to {output}")

@@ -58,6 +58,9 @@ def test_both_drafts_train_from_a_live_teacher_and_resume(tiny_llama_dir, tmp_pa
         assert draft.kind == kind
     dspark_cfg = json.loads((tmp_path / "drafts" / "dspark" / "config.json").read_text())
     assert dspark_cfg["direct_input"] is True
+    command = dspark_cfg["recipe"]["command"]  # the flags that remake it, not the parser's bookkeeping
+    assert command.startswith("adaspec train-draft --") and "--kind=both" in command
+    assert "explicit_flags" not in command and "--command=" not in command and "--output=" not in command
     first = torch.load(tmp_path / "ckpt.pt", weights_only=False)
     capsys.readouterr()
     run_train(parse(*flags(tiny_llama_dir, tmp_path, 800)))
