@@ -1,12 +1,11 @@
-"""Shared by the tensor- and data-parallel tests: prompts, the small calibration, engine flags."""
+"""Shared by the tensor- and data-parallel tests: prompts and engine flags (the small calibration:
+small_calibration.py)."""
 
 from __future__ import annotations
 
 from adaspec.sampling_params import SamplingParams
 
 PROMPTS = ["Hello there", "a", "The quick brown fox jumps", "1 2 3 4 5 6 7 8 9 10 11 12", "xyz xyz xyz", "Q?"]
-CAL = {"request_buckets": [1, 2, 4], "contexts": [{"prefill_tokens": 8, "min_kv_length": 1, "max_kv_length": 300}],
-       "warmup_steps": 1, "window_steps": 2, "windows_per_point": 1, "token_seed": 3}
 COMMON = dict(max_seqs_per_batch=4, max_num_batched_tokens=32, max_model_len=320, linear_backend="fp32")
 
 

@@ -17,11 +17,10 @@ import pytest
 from adaspec.engine.llm_engine import LLM, RequestError
 from adaspec.sampling_params import SamplingParams
 from replay_drafter import ReplayDrafter
+from small_calibration import calibration_files
 from staggered import run_staggered
 
 PROMPTS = ["Hello there", "a", "The quick brown fox jumps", "1 2 3 4 5 6 7 8 9 10 11 12", "xyz xyz", "Q?"]
-CAL = {"request_buckets": [1, 2, 4], "contexts": [{"prefill_tokens": 8, "min_kv_length": 1, "max_kv_length": 300}],
-       "warmup_steps": 1, "window_steps": 2, "windows_per_point": 1, "token_seed": 3}
 
 
 @pytest.fixture(scope="module")
@@ -34,13 +33,7 @@ def plain(tiny_llama_dir, linear_backend):
 
 @pytest.fixture(scope="module")
 def cal_files(tmp_path_factory):
-    d = tmp_path_factory.mktemp("cal")
-    verify = d / "verify.json"
-    verify.write_text(json.dumps(CAL))
-    step = d / "step.json"
-    step.write_text(json.dumps({"version": 1, "policy": {"window_size": 4, "update_interval": 2},
-                                "calibration": {k: v for k, v in CAL.items()}}))
-    return verify, step
+    return calibration_files(tmp_path_factory.mktemp("cal"))
 
 
 def _engine(tiny_llama_dir, references, **flags):

@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import json
 
 import pytest
 
@@ -19,7 +18,8 @@ from adaspec.engine.llm_engine import LLM
 from adaspec.errors import UserError
 from replay_drafter import ReplayDrafter
 
-from parallel_common import CAL, COMMON, PROMPTS, params
+from parallel_common import COMMON, PROMPTS, params
+from small_calibration import calibration_files
 
 
 
@@ -52,8 +52,7 @@ def test_dp2_serves_on_both_shards_with_one_common_bucket_per_round(tiny_llama_d
 
 def test_dp2_dspark_adaptive_verify_agrees_on_the_budget(tiny_llama_dir, single, tmp_path):
     ref, tok = single
-    cal = tmp_path / "cal.json"
-    cal.write_text(json.dumps(CAL))
+    cal, _ = calibration_files(tmp_path)
     refs = [tok.encode(p) + o for p, o in zip(PROMPTS, ref)]
     llm = LLM(str(tiny_llama_dir), dp_size=2, speculative_algorithm="DSpark", num_speculative_tokens=7,
               enable_adaptive_target_verify=True, enable_schedule_overlap=True, graph_decode_batch_sizes=(1, 2, 4),
@@ -72,8 +71,7 @@ def test_dp2_dspark_adaptive_verify_agrees_on_the_budget(tiny_llama_dir, single,
 
 
 def test_a_dp1_cost_table_is_refused_at_dp2(tiny_llama_dir, tmp_path):
-    cal = tmp_path / "cal.json"
-    cal.write_text(json.dumps(CAL))
+    cal, _ = calibration_files(tmp_path)
     table = tmp_path / "table.json"
     flags = dict(speculative_algorithm="DSpark", num_speculative_tokens=7, enable_adaptive_target_verify=True,
                  graph_decode_batch_sizes=(1, 2, 4), drafter=ReplayDrafter([[1, 2]], max_steps=7), **COMMON)

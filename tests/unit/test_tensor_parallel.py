@@ -21,7 +21,8 @@ from adaspec.engine.llm_engine import LLM
 from adaspec.sampling_params import SamplingParams
 from replay_drafter import ReplayDrafter
 
-from parallel_common import CAL, COMMON, PROMPTS, params
+from parallel_common import COMMON, PROMPTS, params
+from small_calibration import calibration_files
 
 
 
@@ -41,12 +42,7 @@ def plain_tp2(tiny_llama_dir):
 
 @pytest.fixture(scope="module")
 def cal_file(tmp_path_factory):
-    d = tmp_path_factory.mktemp("tpcal")
-    verify = d / "verify.json"
-    verify.write_text(json.dumps(CAL))
-    step = d / "step.json"
-    step.write_text(json.dumps({"version": 1, "policy": {"window_size": 4, "update_interval": 2}, "calibration": CAL}))
-    return verify, step
+    return calibration_files(tmp_path_factory.mktemp("tpcal"))
 
 
 def test_tp2_matches_tp1_or_differs_only_at_near_ties(tiny_llama_dir, plain_tp2, capsys):
