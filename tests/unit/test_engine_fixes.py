@@ -20,7 +20,7 @@ import pytest
 from adaspec.engine.llm_engine import LLM, LLMEngine
 from adaspec.sampling_params import SamplingParams
 from replay_drafter import ReplayDrafter
-from test_adaptive_engine import CAL
+from small_calibration import CAL
 from test_calibrate_cli import draft_dir  # noqa: F401,F811 - fixture: a tiny DSpark w=7 draft
 
 PROMPTS = ["Hello there", "The quick brown fox", "1 2 3 4 5", "abc abc abc"]
