@@ -11,7 +11,12 @@ the drafts and of both LM heads:
   `torch.fbgemm_linear_fp16_weight` is deprecated in the pinned torch but present and measured
   fastest at one row (0.25 vs 0.31 ms per SmolLM2 layer for `torch.ops.quantized.linear_dynamic_fp16`,
   which computes bit-identical results); the latter is the fallback if a torch drops the former.
-- `bf16`: weights in bfloat16; activations cast to bfloat16 for the product (oneDNN), output float32.
+- `bf16`: weights in bfloat16; activations cast to bfloat16 for the product (oneDNN), output in the
+  input's dtype. On CPU the weights are reordered once into oneDNN's blocked layout
+  (`torch.ops.mkldnn._linear_pointwise`), where `F.linear` reorders them again in every call: on an
+  AMX Xeon 1.4-1.9x faster at 1-48 rows, level at 192-2048 (BENCHMARKS.md). Like `F.linear` in
+  bf16, a row's bits depend on M. A `--dtype=bfloat16` model on CPU gets the same packing (the
+  training teacher and the answer generator of `train-draft` are such models).
 - `int8`: opt-in only, it changes the model's outputs: per-output-channel symmetric int8 weights,
   per-row symmetric int8 activations, exact int32 accumulation (`torch._int_mm`), float32 rescale.
   Quantising each row on its own (not the whole batch, as `torch.ops.quantized.linear_dynamic`
@@ -78,6 +83,17 @@ def _probe_fp16w() -> str | None:
 
 
 @functools.lru_cache(maxsize=1)
+def _probe_mkldnn_bf16() -> bool:
+    """Whether this torch can pack bfloat16 weights for oneDNN (x86 builds with mkldnn)."""
+    try:
+        packed = torch.ops.mkldnn._reorder_linear_weight(torch.ones(4, 8, dtype=torch.bfloat16), 1)
+        torch.ops.mkldnn._linear_pointwise(torch.ones(2, 8, dtype=torch.bfloat16), packed, None, "none", [], "")
+        return True
+    except (AttributeError, RuntimeError, NotImplementedError):
+        return False
+
+
+@functools.lru_cache(maxsize=1)
 def _probe_int8() -> str | None:
     try:
         torch._int_mm(torch.ones(1, 8, dtype=torch.int8), torch.ones(8, 8, dtype=torch.int8))
@@ -100,7 +116,8 @@ def unavailable_reason(backend: str, device_type: str = "cpu") -> str | None:
 
 
 def implementation(backend: str) -> str:
-    return {"fp32": "F.linear float32 (column-major weights)", "bf16": "F.linear bfloat16 (oneDNN)",
+    return {"fp32": "F.linear float32 (column-major weights)", "bf16": ("oneDNN bfloat16, packed weights (torch.ops.mkldnn._linear_pointwise)" if _probe_mkldnn_bf16()
+                     else "F.linear bfloat16 (oneDNN)"),
             "fp16": "F.linear float16", "fp16w": fp16w_implementation() or "unavailable",
             "int8": _probe_int8() or "unavailable"}[backend]
 
@@ -164,17 +181,34 @@ class Fp16wLinear(PackedLinear):
 
 
 class Bf16Linear(PackedLinear):
+    """bfloat16 weights; the output has the input's dtype (float32 models cast in and out, a
+    bfloat16 model's activations pass as they are)."""
+
     backend = "bf16"
 
     def __init__(self, weight, bias):
         super().__init__(weight, bias)
-        self.register_buffer("weight_bf16", weight.detach().to(torch.bfloat16).contiguous(), persistent=False)
+        w = weight.detach().to(torch.bfloat16).contiguous()
+        self.packed = weight.device.type == "cpu" and _probe_mkldnn_bf16()
+        if self.packed:  # oneDNN's blocked layout, reordered once here instead of in every F.linear
+            # the layout is chosen for an expected row count: 64 measured fastest from 1 to 512 rows
+            # (1: 25% slower at 48-512 rows; BENCHMARKS.md, issue 11 generator)
+            self.register_buffer("weight_bf16", torch.ops.mkldnn._reorder_linear_weight(w, 64), persistent=False)
+        else:
+            self.register_buffer("weight_bf16", w, persistent=False)
+
+    def _product(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.to(torch.bfloat16)
+        if self.packed:
+            return torch.ops.mkldnn._linear_pointwise(x, self.weight_bf16, None, "none", [], "")
+        return F.linear(x, self.weight_bf16)
 
     def forward(self, x):
-        return self._add_bias(F.linear(x.to(torch.bfloat16), self.weight_bf16).to(x.dtype))
+        return self._add_bias(self._product(x).to(x.dtype))
 
     def dense_weight(self):
-        return self.weight_bf16.float()
+        # x = I gives W^T exactly (one product by 1.0 per output, bf16 values are exact in float32)
+        return self._product(torch.eye(self.in_features)).float().t().contiguous()
 
 
 class Int8Linear(PackedLinear):
@@ -256,6 +290,9 @@ def pack_module(root: nn.Module, backend: str, reuse: dict | None = None) -> dic
     """
     ref = next((p for p in root.parameters()), None)
     native = ref is None or ref.device.type != "cpu" or backend == native_backend(ref.dtype)
+    if native and ref is not None and ref.device.type == "cpu" and ref.dtype == torch.bfloat16 \
+            and backend == "bf16" and _probe_mkldnn_bf16():
+        native = False  # a bfloat16 CPU model: same products, weights packed once (Bf16Linear)
     if native:
         if ref is not None and ref.device.type == "cpu" and ref.dtype == torch.float32:
             relayout_fp32(root)

@@ -217,7 +217,8 @@ def _ragged_logits(model, cfg):
 
     g = torch.Generator().manual_seed(5)
     ids = torch.randint(3, 100, (40,), generator=g)
-    kv = KVCache(cfg.num_layers, 2, cfg.num_kv_heads, 64, cfg.head_dim, torch.float32)
+    dtype = next(model.parameters()).dtype
+    kv = KVCache(cfg.num_layers, 2, cfg.num_kv_heads, 64, cfg.head_dim, dtype)
     h1, _ = model(ids[:20], build_layout([0, 1], [0, 0], [12, 8], "cpu"), kv)
     h2, _ = model(ids[20:24], build_layout([1, 0], [8, 12], [1, 3], "cpu"), kv)
     return torch.cat([model.logits(h1), model.logits(h2)])
@@ -257,3 +258,40 @@ def test_bfloat16_model_with_its_own_backend_loads(tiny_llama_dir):
     for backend in ("bf16", "auto"):
         _, model = load_model(tiny_llama_dir, torch.bfloat16, "cpu", linear_backend=backend)
         assert model.linear_backend == "bf16" and next(model.parameters()).dtype == torch.bfloat16
+
+
+@pytest.mark.skipif(not linear._probe_mkldnn_bf16(), reason="no oneDNN bf16 weight packing in this torch build")
+@pytest.mark.parametrize("shape", SHAPES)
+def test_packed_bf16_computes_the_bfloat16_product(shape):
+    """bf16 on CPU reorders its weights once for oneDNN: the values it multiplies by are the
+    bfloat16-rounded weights exactly, and its output is F.linear in bfloat16 to the last bit of a
+    bfloat16 result, for float32 and bfloat16 inputs."""
+    w, _ = weights(*shape, seed=5, bias=False)
+    m = pack_linear(w, None, "bf16")
+    assert m.packed and torch.equal(m.dense_weight(), w.bfloat16().float())
+    x = torch.randn(5, shape[1])
+    ref = torch.nn.functional.linear(x.bfloat16(), w.bfloat16()).float()
+    one_ulp = ref.abs().clamp_min(2.0 ** -100) * 2.0 ** -7
+    assert m(x).dtype == torch.float32 and ((m(x) - ref).abs() <= one_ulp).all()
+    assert m(x.bfloat16()).dtype == torch.bfloat16 and torch.equal(m(x.bfloat16()).float(), m(x))
+
+
+@pytest.mark.skipif(not linear._probe_mkldnn_bf16(), reason="no oneDNN bf16 weight packing in this torch build")
+def test_bfloat16_model_packs_its_linears_on_cpu(tiny_llama_dir):
+    """A --dtype=bfloat16 CPU model gets the packed products (Bf16Linear) and computes what its
+    plain bf16 nn.Linear layers did, within bfloat16 rounding of the logits."""
+    from adaspec.models.loader import load_model
+
+    cfg, packed = load_model(tiny_llama_dir, torch.bfloat16, "cpu", linear_backend="bf16")
+    layers = [m for m in packed.modules() if isinstance(m, (nn.Linear, PackedLinear))]
+    assert layers and all(isinstance(m, linear.Bf16Linear) and m.packed for m in layers)
+    _, plain = load_model(tiny_llama_dir, torch.bfloat16, "cpu", linear_backend="bf16")
+    for parent in list(plain.modules()):  # undo the packing: plain bf16 nn.Linear as before
+        for name, child in list(parent._modules.items()):
+            if isinstance(child, linear.Bf16Linear):
+                lin = nn.Linear(child.in_features, child.out_features, bias=False, dtype=torch.bfloat16)
+                lin.weight.data = child.dense_weight().bfloat16()
+                setattr(parent, name, lin)
+    a, b = _ragged_logits(packed, cfg), _ragged_logits(plain, cfg)
+    assert a.dtype == b.dtype == torch.float32
+    assert (a - b).abs().max() <= 0.05 * b.abs().max()
