@@ -1,7 +1,9 @@
 """Adaptive control vs every fixed setting, with an oracle ceiling (issue 5, item 6; R-I3).
 
 In one process, on held-out prompts (code, chat, prose, and a mixed stream interleaving the three;
-`adaspec.training.corpus.heldout_prompts`, text the draft trainer never reads), greedy:
+`adaspec.training.corpus.heldout_prompts`, text the draft trainer never reads; `copy`, the held-out
+copy-heavy set; `staggered`, the mixed stream with request i arriving i x --arrival_gap seconds of
+CPU time after the start, so requests join and leave a batch of changing size), greedy or --temperature:
 
 - MTP draft step: adaptive (`enable_adaptive_draft_step`) vs every fixed k = 1..k_max and plain;
 - adaptive target verify for DSpark w=7 and MTP w=5: synchronous (`enable_adaptive_target_verify`)
@@ -66,7 +68,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--batch_sizes", default="1,4,8,16", help="comma-separated: most requests running at once")
     p.add_argument("--dtypes", default="float32,bfloat16", help="comma-separated: float32, bfloat16")
     p.add_argument("--sources", default="code,chat,prose,mixed",
-                   help="comma-separated held-out prompt streams: code, chat, prose, mixed (interleaves the three)")
+                   help="comma-separated held-out prompt streams: code, chat, prose, mixed (interleaves the three), "
+                        "copy (the held-out copy-heavy set), staggered (the mixed stream with staggered arrivals, "
+                        "--arrival_gap)")
+    p.add_argument("--arrival_gap", type=float, default=2.0,
+                   help="the staggered stream: request i arrives i x this many seconds of process CPU time after "
+                        "the start, so requests join and leave a batch of changing size")
     p.add_argument("--num_prompts", type=int, default=6,
                    help="prompts per stream; a stream has max(num_prompts, B) prompts")
     p.add_argument("--max_tokens", type=int, default=48, help="new tokens per request at most (greedy)")
@@ -113,7 +120,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     args.configs = names
     args.batch_sizes = sorted(common.parse_list(args.batch_sizes, int, name="batch_sizes"))
     args.dtypes = common.parse_list(args.dtypes, str, ("float32", "bfloat16"), name="dtypes")
-    args.sources = common.parse_list(args.sources, str, ("code", "chat", "prose", "mixed"), name="sources")
+    args.sources = common.parse_list(args.sources, str, ("code", "chat", "prose", "mixed", "copy", "staggered"),
+                                     name="sources")
+    if not (0 < args.arrival_gap < float("inf")):
+        p.error(f"--arrival_gap must be a finite number of seconds > 0, got {args.arrival_gap}")
     if not (args.temperature >= 0 and args.temperature < float("inf")):
         p.error(f"--temperature must be a finite number >= 0, got {args.temperature}")
     for name in ("num_prompts", "max_tokens", "repeats", "threads", "prompt_tokens", "k_max"):
@@ -237,7 +247,8 @@ def main(argv=None) -> int:
     print(f"# adaptive control bench: {info['machine']}; torch {info['torch']}; {info['date']}", flush=True)
     print(f"# configs={','.join(args.configs)}", flush=True)
     print(f"# batch_sizes={args.batch_sizes} dtypes={args.dtypes} sources={args.sources} num_prompts={args.num_prompts} "
-          f"max_tokens={args.max_tokens} temperature={args.temperature} repeats={args.repeats} clock={args.clock}", flush=True)
+          f"max_tokens={args.max_tokens} temperature={args.temperature} repeats={args.repeats} clock={args.clock} "
+          f"arrival_gap={args.arrival_gap}", flush=True)
     workdir = Path(tempfile.mkdtemp(prefix="adaspec_bench_"))
     table_dir = Path(args.table_dir) if args.table_dir else workdir
     table_dir.mkdir(parents=True, exist_ok=True)
@@ -269,7 +280,8 @@ def main(argv=None) -> int:
                         order = ["plain"] + [n for n in order if n != "plain"]
                     for name in order:
                         llm = engines[config_kind(name)["engine"]]
-                        run = measure(args, llm, name, stream, B, reference)
+                        run = measure(args, llm, name, stream, B, reference,
+                                      args.arrival_gap if source == "staggered" else 0.0)
                         runs[name].append(run)
                         if name == "plain" and reference is None:
                             reference = {p.ids: o for p, o in zip(stream, run.outputs)}

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from collections import Counter
 
@@ -136,7 +137,8 @@ def unwrap_timers(llm) -> None:
                 obj.__dict__.pop(attr, None)
 
 
-def measure(args, llm, name: str, stream, B: int, reference: dict | None):
+def measure(args, llm, name: str, stream, B: int, reference: dict | None, arrival_gap_s: float = 0.0):
+    """One run of configuration `name` over `stream` at B (`arrival_gap_s`: staggered arrivals, common.serve)."""
     kind = config_kind(name)
     ctl = llm.engine.control
     timer = None
@@ -147,14 +149,15 @@ def measure(args, llm, name: str, stream, B: int, reference: dict | None):
         before = Counter(ctl.step.k_histogram if ctl.step is not None else ctl.verify.g_histogram)
         timer = ControllerTimer(llm)
     hook = kind["hook"]
+    serve = functools.partial(common.serve, arrival_gap_s=arrival_gap_s)
     if hook is None:
-        run = common.serve(llm, stream, B, args.max_tokens, args.ignore_eos, args.temperature)
+        run = serve(llm, stream, B, args.max_tokens, args.ignore_eos, args.temperature)
     elif hook[0] == "prefix":
         with Hook(llm, "prefix", L=hook[1]):
-            run = common.serve(llm, stream, B, args.max_tokens, args.ignore_eos, args.temperature)
+            run = serve(llm, stream, B, args.max_tokens, args.ignore_eos, args.temperature)
     else:
         with Hook(llm, "oracle", reference=reference) as h:
-            run = common.serve(llm, stream, B, args.max_tokens, args.ignore_eos, args.temperature)
+            run = serve(llm, stream, B, args.max_tokens, args.ignore_eos, args.temperature)
         run.extra["oracle_missing_reference"] = h.oracle.missing
     run.config = name
     if ctl is not None:

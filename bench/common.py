@@ -187,12 +187,15 @@ def interleave(groups: Sequence[Sequence[Prompt]]) -> list[Prompt]:
 
 
 def prompt_sets(tokenizer, sources: Sequence[str], n: int, prompt_tokens: int, template: str) -> dict[str, list[Prompt]]:
-    """{source: prompts}; "mixed" interleaves code, chat and prose (n prompts in all)."""
+    """{source: prompts}; "mixed" interleaves code, chat and prose (n prompts in all); "staggered" is
+    the mixed stream again, for benches that serve it with staggered arrivals."""
+    mixed = "mixed" in sources or "staggered" in sources
     per = {s: load_prompts(tokenizer, s, n, prompt_tokens, template) for s in SOURCES + ("copy", "copydev")
-           if s in sources or (s in SOURCES and "mixed" in sources)}
-    out = {s: per[s] for s in sources if s != "mixed"}
-    if "mixed" in sources:
-        out["mixed"] = interleave([per[s] for s in SOURCES])[:n]
+           if s in sources or (s in SOURCES and mixed)}
+    out = {s: per[s] for s in sources if s not in ("mixed", "staggered")}
+    for s in ("mixed", "staggered"):
+        if s in sources:
+            out[s] = interleave([per[x] for x in SOURCES])[:n]
     return out
 
 
@@ -241,11 +244,16 @@ class Run:
 
 
 def serve(llm, prompts: Sequence[Prompt], batch_size: int, max_tokens: int, ignore_eos: bool = False,
-          temperature: float = 0.0) -> Run:
+          temperature: float = 0.0, arrival_gap_s: float = 0.0) -> Run:
     """Continuous batching with at most `batch_size` running requests: the prompt stream is fed in
     order and a finished request's slot goes to the next prompt. Greedy, `max_tokens` per request;
     with `temperature` > 0 request i samples with per-request seed i, which adaspec reproduces exactly
-    under speculation (R-B5), so every configuration's output can still be compared with plain."""
+    under speculation (R-B5), so every configuration's output can still be compared with plain.
+
+    `arrival_gap_s` > 0: staggered arrivals. Request i arrives `i * arrival_gap_s` seconds of process
+    CPU time after the start and joins at the first step after that (when a slot is free), so the
+    batch grows and shrinks as requests join and leave. When nothing runs, the clock skips to the
+    next arrival (idle time is not work: it is in neither clock of the result)."""
     from adaspec.sampling_params import SamplingParams
 
     engine = llm.engine
@@ -265,11 +273,16 @@ def serve(llm, prompts: Sequence[Prompt], batch_size: int, max_tokens: int, igno
     gc.disable()
     try:
         c0, t0 = time.process_time(), time.perf_counter()
+        skipped = 0.0  # idle seconds skipped (staggered arrivals)
         while queue or engine.has_unfinished():
-            while queue and running < batch_size:
+            arrived = lambda: arrival_gap_s <= 0 or time.process_time() - c0 + skipped >= queue[-1][0] * arrival_gap_s  # noqa: E731
+            while queue and running < batch_size and arrived():
                 i, p = queue.pop()
                 index[engine.add_request(list(p.ids), params_of(i))] = i
                 running += 1
+            if not engine.has_unfinished():  # idle until the next arrival: skip to it
+                skipped += max(0.0, queue[-1][0] * arrival_gap_s - (time.process_time() - c0 + skipped))
+                continue
             for out in engine.step():
                 if out.finished:
                     done[index[out.request_id]] = out
