@@ -31,6 +31,19 @@ class RoundPlan:
     def plain(num_decoding: int) -> "RoundPlan":
         return RoundPlan(0, (0,) * num_decoding)
 
+    def check_shortened(self, out: "RoundPlan", has_verify_controller: bool) -> "RoundPlan":
+        """`out` (a plan_transform's result for this plan) if it only shortens this plan; ValueError otherwise."""
+        if (len(out.verify_lens) != len(self.verify_lens) or out.num_steps > self.num_steps
+                or any(a > max(b, 0) for a, b in zip(out.verify_lens, self.verify_lens))
+                or max(out.verify_lens, default=0) > out.num_steps):
+            raise ValueError("plan_transform may only shorten a plan (verify lengths <= the plan's and <= its "
+                             "draft steps, draft steps <= the plan's)")
+        if out.admission == "budget" and out.row_budget is None:
+            raise ValueError("plan_transform: a 'budget' plan needs row_budget")
+        if out.admission != "fixed" and not has_verify_controller:
+            raise ValueError(f"plan_transform: admission {out.admission!r} needs rounds.verify_controller")
+        return out
+
 
 @dataclass
 class RoundResult:

@@ -226,3 +226,25 @@ def engine_drafter(config, draft_dir, target_model, model_dir, device, dtype) ->
         return MTPSuffixDrafter(mtp, SuffixDrafter(global_cache=config.suffix_global_cache, lag=lag), lag=lag,
                                 mtp_full_width=config.enable_adaptive_target_verify)
     return load_drafter(draft_dir, kind, target_model, model_dir, device, dtype)
+
+
+def ready_drafter(drafter, config, linear_backend: str, cache_len: int):
+    """The engine's drafter made ready to serve: an `nn.Module` draft (and MTP+Suffix's MTP part) gets
+    the target's linear backend in place (models/linear.pack_module: inference only), the schedule
+    lag is set, and per-slot state is allocated. ConfigError when --num_speculative_tokens exceeds
+    what the draft proposes."""
+    import torch
+
+    from ..config import ConfigError
+    from ..models.linear import pack_module
+
+    packable = getattr(drafter, "mtp", drafter)  # MTP+Suffix: its MTP part (issue 10)
+    if isinstance(packable, torch.nn.Module):  # the drafts and their heads use the target's backend
+        pack_module(packable, linear_backend)
+    if hasattr(drafter, "set_lag"):
+        drafter.set_lag(2 if config.enable_schedule_overlap else 1)
+    if config.num_draft_tokens > drafter.max_steps:
+        raise ConfigError(f"--num_speculative_tokens={config.num_draft_tokens} exceeds what the draft "
+                          f"proposes ({drafter.max_steps})")
+    drafter.allocate(config.max_seqs_per_batch, cache_len)
+    return drafter

@@ -10,75 +10,26 @@ from __future__ import annotations
 
 import itertools
 import logging
-import os
 import sys
 import time
-from contextlib import contextmanager
 import warnings
-from dataclasses import dataclass
+from contextlib import contextmanager
 from typing import Iterable, Sequence
 
 import torch
 
-from ..config import ConfigError, EngineConfig
+from ..config import EngineConfig
 from ..errors import RequestError  # noqa: F401 - re-exported: the engine's request refusals
 from ..metrics.spec_stats import SpecStats
 from ..preflight import Checked, preflight, resolve_dtype  # noqa: F401 - resolve_dtype re-exported
-from ..preflight.requests import check_params, check_prompt, check_stop_ids, check_text, token_ids
 from ..rounds import RoundPlan
 from ..sampling_params import SamplingParams
+from .admission import check_request
+from .outputs import RequestOutput, append_tokens, request_output
+from .process_setup import configure_allocator, configure_threads  # noqa: F401 - configure_* re-exported
 from .request import Request
 from .round_events import RoundEvent, RoundFailure
 from .scheduler import ScheduledBatch, Scheduler
-
-
-@dataclass
-class RequestOutput:
-    request_id: str
-    prompt: str | None
-    prompt_token_ids: list[int]
-    token_ids: list[int]
-    text: str
-    finish_reason: str | None  # "stop" | "length" | None while running
-    arrival_time: float
-    first_token_time: float | None
-    finish_time: float | None
-    # speculation of this request (R-I2): rounds that verified >= 1 draft token, drafted tokens
-    # verified, accepted draft tokens (bonus excluded), as metrics.spec_stats counts them
-    num_drafts: int = 0
-    num_draft_tokens: int = 0
-    num_accepted_tokens: int = 0
-
-    @property
-    def finished(self) -> bool:
-        return self.finish_reason is not None
-
-
-def configure_threads(threads: int) -> None:
-    """Default 1 thread; with more, OpenMP must not spin (NOTES.md: 1 s stalls on this machine)."""
-    if threads > 1:
-        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    torch.set_num_threads(threads)
-
-
-def configure_allocator() -> bool:
-    """Keep freed activation buffers in the process heap instead of returning them to the OS.
-
-    glibc serves large allocations with mmap and gives them back on free, so every round's
-    activations came back as fresh zeroed pages: ~11k page faults (~42 MB) per round at 16 requests,
-    about 20% of such a round on one CPU core (issue 13). Raising the mmap threshold to its maximum
-    (32 MB) and the trim threshold to 256 MB removes them. Linux/glibc only; elsewhere a no-op."""
-    import ctypes
-    import sys
-
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
-        return bool(libc.mallopt(M_MMAP_THRESHOLD, 32 << 20)) and bool(libc.mallopt(M_TRIM_THRESHOLD, 256 << 20))
-    except (OSError, AttributeError):
-        return False
 
 
 class LLMEngine:
@@ -88,7 +39,6 @@ class LLMEngine:
         inference only, so never pass a draft that is still being trained).
         `checked`: the result of `adaspec.preflight.preflight(config, ...)` when the caller ran it
         already (the CLI, the server); otherwise it runs here, before any model work (issue 8)."""
-        from ..models.linear import pack_module
         from ..models.linear_select import check_rows
         from ..models.loader import load_model
         from ..runner.model_runner import ModelRunner
@@ -135,24 +85,14 @@ class LLMEngine:
         self.model_runner = runner
         self.kv_cache = runner.kv  # the target's KV cache (engine/fork.py copies slots of it)
         self.drafter = None
-        if config.speculative and drafter is not None:
-            self.drafter = drafter
-        elif config.speculative:
-            from ..drafts.factory import engine_drafter
+        if config.speculative:
+            from ..drafts.factory import engine_drafter, ready_drafter
 
-            self.drafter = engine_drafter(config, checked.draft_dir or config.draft_model, self.model, self.model_dir,
-                                          self.device, self.dtype)
-        packable = getattr(self.drafter, "mtp", self.drafter)  # MTP+Suffix: its MTP part (issue 10)
-        if isinstance(packable, torch.nn.Module):  # the drafts and their heads use the target's backend
-            pack_module(packable, self.linear_backend)
+            if drafter is None:
+                drafter = engine_drafter(config, checked.draft_dir or config.draft_model, self.model, self.model_dir,
+                                         self.device, self.dtype)
+            self.drafter = ready_drafter(drafter, config, self.linear_backend, cache_len)
         self._drafter_observe = getattr(self.drafter, "observe", None)  # drafters with feedback (Suffix)
-        if hasattr(self.drafter, "set_lag"):
-            self.drafter.set_lag(2 if config.enable_schedule_overlap else 1)
-        if self.drafter is not None:
-            if self.num_draft_tokens > self.drafter.max_steps:
-                raise ConfigError(f"--num_speculative_tokens={self.num_draft_tokens} exceeds what the draft "
-                                  f"proposes ({self.drafter.max_steps})")
-            self.drafter.allocate(config.max_seqs_per_batch, cache_len)
         self.generator = torch.Generator(device=self.device).manual_seed(config.seed)
         self.rounds = RoundRunner(runner, self.drafter, self.generator)
         self.scheduler = Scheduler(config.max_seqs_per_batch, config.max_num_batched_tokens)
@@ -213,24 +153,8 @@ class LLMEngine:
 
         `prompt` is text or token ids (a list of int; nothing else is converted). `template_tokens`:
         the length of the user's text before a chat template wrapped it (for the error message)."""
-        params = check_params(params)
-        reason = params.unsupported_reason(speculative=self.config.speculative)
-        if reason:
-            raise RequestError(reason, param=reason.split()[0])
-        if self.config.enable_unified_mtp_graph and params.temperature > 0:
-            raise RequestError(
-                f"temperature={params.temperature} is not supported with --enable_unified_mtp_graph=true, which "
-                "serves temperature 0 only (R-E3); send temperature 0 or restart with --enable_unified_mtp_graph=false",
-                param="temperature")
-        if isinstance(prompt, str):
-            if prompt == "":
-                raise RequestError("prompt: empty prompt; send some text", param="prompt")
-            check_text(prompt)
-            text, ids = prompt, self.tokenizer.encode(prompt)
-        else:
-            text, ids = prompt_text, token_ids(prompt)
-        check_prompt(ids, self.max_model_len, self.model_config.vocab_size, template_tokens=template_tokens)
-        check_stop_ids(params, self.model_config.vocab_size)
+        params, text, ids = check_request(self.config, self.tokenizer, self.max_model_len, self.model_config.vocab_size,
+                                          prompt, params, prompt_text, template_tokens)
         if request_id is not None and not isinstance(request_id, str):
             raise RequestError(f"request_id must be a str, got {type(request_id).__name__}", param="request_id")
         request_id = request_id or f"req-{next(self._ids)}"
@@ -364,17 +288,7 @@ class LLMEngine:
         plan = self.default_plan(batch, round_id)
         if self.plan_transform is None:
             return plan
-        out = self.plan_transform(batch, plan)
-        if (len(out.verify_lens) != len(plan.verify_lens) or out.num_steps > plan.num_steps
-                or any(a > max(b, 0) for a, b in zip(out.verify_lens, plan.verify_lens))
-                or max(out.verify_lens, default=0) > out.num_steps):
-            raise ValueError("plan_transform may only shorten a plan (verify lengths <= the plan's and <= its "
-                             "draft steps, draft steps <= the plan's)")
-        if out.admission == "budget" and out.row_budget is None:
-            raise ValueError("plan_transform: a 'budget' plan needs row_budget")
-        if out.admission != "fixed" and self.rounds.verify_controller is None:
-            raise ValueError(f"plan_transform: admission {out.admission!r} needs rounds.verify_controller")
-        return out
+        return plan.check_shortened(self.plan_transform(batch, plan), self.rounds.verify_controller is not None)
 
     def default_plan(self, batch: ScheduledBatch, round_id: int | None = None) -> RoundPlan:
         """How much each decoding request speculates this round: fixed width, or the controller's.
@@ -422,33 +336,12 @@ class LLMEngine:
     def _outputs(self, requests: list[Request]) -> list[RequestOutput]:
         return [self._output(r) for r in requests]
 
-    # ---- commit and stopping ---------------------------------------------------------------
+    # ---- commit and stopping (engine/outputs.py) -------------------------------------------
     def _append_tokens(self, req: Request, tokens: Iterable[int]) -> None:
         """Commit tokens in order until one finishes the request; later ones are dropped."""
-        p = req.params
-        eos = () if p.ignore_eos else self.tokenizer.eos_token_ids
-        for token in tokens:
-            req.output_token_ids.append(token)
-            if token in eos or token in p.stop_token_ids:
-                return self._finish(req, "stop")
-            if p.stop and self._match_stop_string(req):
-                return self._finish(req, "stop")
-            if len(req.output_token_ids) >= p.max_tokens or req.num_tokens >= self.max_model_len:
-                return self._finish(req, "length")
-
-    def _match_stop_string(self, req: Request) -> bool:
-        text = self.tokenizer.decode(req.output_token_ids)
-        # Only text from the last check on can complete a new match, however long the new token
-        # is: search from the previously checked length, back by the longest stop string (minus
-        # one) plus slack for a partial UTF-8 character at the old end that decodes differently now.
-        longest = max(len(s) for s in req.params.stop)
-        start = max(0, req.stop_checked_len - longest - 8)
-        hits = [i for s in req.params.stop if (i := text.find(s, start)) >= 0]
-        req.stop_checked_len = len(text)
-        if hits:
-            req.stop_text_end = min(hits)
-            return True
-        return False
+        reason = append_tokens(req, tokens, self.tokenizer, self.max_model_len)
+        if reason is not None:
+            self._finish(req, reason)
 
     def _finish(self, req: Request, reason: str) -> None:
         req.finish_reason, req.finish_time = reason, time.perf_counter()
@@ -459,16 +352,9 @@ class LLMEngine:
         return self._output(req)
 
     def _output(self, req: Request) -> RequestOutput:
-        text = self.tokenizer.decode(req.output_token_ids)
-        if req.stop_text_end is not None:
-            text = text[: req.stop_text_end]
         if req.finished:
             self.requests.pop(req.request_id, None)
-        return RequestOutput(
-            req.request_id, req.prompt, req.prompt_token_ids, list(req.output_token_ids), text,
-            req.finish_reason, req.arrival_time, req.first_token_time, req.finish_time,
-            req.num_drafts, req.num_draft_tokens, req.num_accepted_tokens,
-        )
+        return request_output(req, self.tokenizer)
 
 
 def make_engine(config: EngineConfig, drafter=None, *, checked: Checked | None = None):
