@@ -25,7 +25,7 @@ from ..preflight import Checked, preflight, resolve_dtype  # noqa: F401 - resolv
 from ..rounds import RoundPlan
 from ..sampling_params import SamplingParams
 from .admission import check_request
-from .outputs import RequestOutput, append_tokens, request_output
+from .request_output import RequestOutput, append_tokens, request_output
 from .process_setup import configure_allocator, configure_threads  # noqa: F401 - configure_* re-exported
 from .request import Request
 from .round_events import RoundEvent, RoundFailure
@@ -336,7 +336,7 @@ class LLMEngine:
     def _outputs(self, requests: list[Request]) -> list[RequestOutput]:
         return [self._output(r) for r in requests]
 
-    # ---- commit and stopping (engine/outputs.py) -------------------------------------------
+    # ---- commit and stopping (engine/request_output.py) ----------------------------------------
     def _append_tokens(self, req: Request, tokens: Iterable[int]) -> None:
         """Commit tokens in order until one finishes the request; later ones are dropped."""
         reason = append_tokens(req, tokens, self.tokenizer, self.max_model_len)
