@@ -263,19 +263,14 @@ def main(argv=None) -> int:
     for dtype in args.dtypes:
         engines, calib = build_engines(args, dtype, files, table_dir)
         calib_all.update({(dtype, n): c for n, c in calib.items()})
-        tok = engines["plain"].tokenizer
-        n_max = max(args.num_prompts, max(args.batch_sizes))
-        sets = common.prompt_sets(tok, args.sources, n_max, args.prompt_tokens, args.chat_template)
-        warm = sets[args.sources[0]][: max(args.batch_sizes)]
-        for name, llm in engines.items():
-            common.serve(llm, warm, max(args.batch_sizes), 4)
+        sets = common.warmed_prompt_sets(engines, args)
         for B in args.batch_sizes:
             for source in args.sources:
                 stream = sets[source][: max(args.num_prompts, B)]
                 runs: dict[str, list] = {n: [] for n in args.configs}
                 reference = None
                 for rep in range(args.repeats):
-                    order = args.configs if rep % 2 == 0 else args.configs[::-1]
+                    order = common.alternating(args.configs, rep)
                     if reference is None and needs_reference and order[0] != "plain":
                         order = ["plain"] + [n for n in order if n != "plain"]
                     for name in order:

@@ -199,6 +199,24 @@ def prompt_sets(tokenizer, sources: Sequence[str], n: int, prompt_tokens: int, t
     return out
 
 
+def warmed_prompt_sets(engines: dict, args) -> dict[str, list[Prompt]]:
+    """The prompt sets of `args.sources` (max(--num_prompts, largest B) prompts each), after every
+    engine of `engines` (its "plain" one gives the tokenizer) ran short generations at the largest
+    batch, so the first measured run pays no warm-up."""
+    tok = engines["plain"].tokenizer
+    n_max = max(args.num_prompts, max(args.batch_sizes))
+    sets = prompt_sets(tok, args.sources, n_max, args.prompt_tokens, getattr(args, "chat_template", "auto"))
+    warm = sets[args.sources[0]][: max(args.batch_sizes)]
+    for llm in engines.values():
+        serve(llm, warm, max(args.batch_sizes), 4)
+    return sets
+
+
+def alternating(configs: Sequence[str], rep: int) -> list[str]:
+    """Repeat `rep`'s order of the configurations: as given on even repeats, reversed on odd ones."""
+    return list(configs) if rep % 2 == 0 else list(configs)[::-1]
+
+
 # ---- per-run statistics -----------------------------------------------------------------------------
 @dataclass
 class RoundRecorder(SpecStats):

@@ -222,19 +222,13 @@ def main(argv=None) -> int:
     all_rows: list[dict] = []
     for dtype, backend in targets(args):
         engines = build_engines(args, dtype, backend)
-        tok = engines["plain"].tokenizer
-        n_max = max(args.num_prompts, max(args.batch_sizes))
-        sets = common.prompt_sets(tok, args.sources, n_max, args.prompt_tokens, args.chat_template)
-        # warm-up: every engine, short generations at the largest batch
-        warm = sets[args.sources[0]][: max(args.batch_sizes)]
-        for name, llm in engines.items():
-            common.serve(llm, warm, max(args.batch_sizes), 4)
+        sets = common.warmed_prompt_sets(engines, args)
         for B in args.batch_sizes:
             for source in args.sources:
                 stream = sets[source][: max(args.num_prompts, B)]
                 runs: dict[str, list] = {name: [] for name in args.configs}
                 for rep in range(args.repeats):
-                    order = args.configs if rep % 2 == 0 else args.configs[::-1]
+                    order = common.alternating(args.configs, rep)
                     for name in order:
                         run = common.serve(engines[name], stream, B, args.max_tokens, args.ignore_eos)
                         runs[name].append(run)

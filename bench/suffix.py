@@ -235,12 +235,7 @@ def main(argv=None) -> int:
     t_start = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         engines, startup = build_engines(args, calibration_files(args, Path(tmp)))
-    tok = engines["plain"].tokenizer
-    sets = common.prompt_sets(tok, args.sources, max(args.num_prompts, max(args.batch_sizes)), args.prompt_tokens,
-                              "auto")
-    warm = sets[args.sources[0]][:max(args.batch_sizes)]
-    for llm in engines.values():
-        common.serve(llm, warm, max(args.batch_sizes), 4)
+    sets = common.warmed_prompt_sets(engines, args)
     rows = []
     for source in args.sources:
         for B in args.batch_sizes:
@@ -251,7 +246,7 @@ def main(argv=None) -> int:
             prefill_s = {"cpu_s": prefill.cpu_s, "wall_s": prefill.wall_s}
             log(f"  B={B} {source}: prefill + first tokens {prefill.cpu_s:.2f} s CPU")
             for rep in range(args.repeats):
-                for name in (args.configs if rep % 2 == 0 else args.configs[::-1]):
+                for name in common.alternating(args.configs, rep):
                     run = measure(engines[name], name, stream, B, args)
                     runs[name].append(run)
                     acc = run.stats["mean_acceptance_length"]
