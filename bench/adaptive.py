@@ -30,6 +30,9 @@ the table (`adaptive_target_verify_cost_table_output`) and loads it for the asyn
 with the same small calibration through `adaptive_draft_step_config`. Calibration time and the
 table's held-out error (`table.metadata.heldout`) are reported.
 
+Isolation (--isolate, bench/adaptive_isolated.py): every measurement in a fresh child process that
+builds only its own engine; inside one process the build order moves a run by up to ~7%.
+
 Timing: one measurement = a whole prompt stream (max(--num_prompts, B) prompts, prefill included)
 with continuous batching, at most B requests running. Configurations alternate order across
 repeats; medians. Wall and process-CPU clocks; ratios use --clock. TPOT = (finish - first token) /
@@ -54,6 +57,7 @@ if __package__ in (None, ""):
 from bench import common  # noqa: E402
 from bench.adaptive_configs import VERIFY_FAMILIES, all_configs, config_kind  # noqa: E402
 from bench.adaptive_hooks import measure  # noqa: E402
+from bench.adaptive_isolated import IsolatedRunner, child_main  # noqa: E402
 from bench.adaptive_report import plot, print_tables, summarize_cell, target_rows  # noqa: E402
 from bench.common import fmt_hist, log  # noqa: E402
 
@@ -106,6 +110,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--plot_dir", default=str(common.RESULTS_DIR),
                    help="PNG plots (tokens/s per configuration per batch size) go here; empty: no plots")
     p.add_argument("--json_out", default=None, help="write every measurement and the summary to this JSON file")
+    p.add_argument("--isolate", action="store_true",
+                   help="run every measurement in a fresh child process (in one process, which engine was built "
+                        "when moves a run by up to ~7%%; bench/adaptive_isolated.py)")
+    p.add_argument("--child_spec", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     names = all_configs(args.k_max) if args.configs == "all" else common.parse_list(args.configs, str, name="configs")
     for n in names:
@@ -253,6 +261,8 @@ def main(argv=None) -> int:
     table_dir = Path(args.table_dir) if args.table_dir else workdir
     table_dir.mkdir(parents=True, exist_ok=True)
     files = write_calibration_files(args, workdir)
+    if args.child_spec:  # --isolate's child: one measurement, one JSON line (bench/adaptive_isolated.py)
+        return child_main(args, build_engines, files, table_dir)
     for key, f in files.items():
         print(f"# calibration file ({key}): {json.dumps(json.loads(f.read_text()))}", flush=True)
     print(f"# cost tables saved to / loaded from {table_dir}", flush=True)
@@ -260,26 +270,32 @@ def main(argv=None) -> int:
     cells: dict = {}
     calib_all: dict = {}
     needs_reference = any(config_kind(n)["hook"] and config_kind(n)["hook"][0] == "oracle" for n in args.configs)
+    isolated = IsolatedRunner(list(sys.argv[1:] if argv is None else argv), workdir, table_dir) if args.isolate else None
     for dtype in args.dtypes:
-        engines, calib = build_engines(args, dtype, files, table_dir)
-        calib_all.update({(dtype, n): c for n, c in calib.items()})
-        sets = common.warmed_prompt_sets(engines, args)
+        engines, sets = {}, {}
+        if isolated is None:
+            engines, calib = build_engines(args, dtype, files, table_dir)
+            calib_all.update({(dtype, n): c for n, c in calib.items()})
+            sets = common.warmed_prompt_sets(engines, args)
         for B in args.batch_sizes:
             for source in args.sources:
-                stream = sets[source][: max(args.num_prompts, B)]
+                stream = sets[source][: max(args.num_prompts, B)] if sets else None
                 runs: dict[str, list] = {n: [] for n in args.configs}
-                reference = None
+                reference = None  # the plain run's greedy outputs (the oracle's reference)
                 for rep in range(args.repeats):
                     order = common.alternating(args.configs, rep)
                     if reference is None and needs_reference and order[0] != "plain":
                         order = ["plain"] + [n for n in order if n != "plain"]
                     for name in order:
-                        llm = engines[config_kind(name)["engine"]]
-                        run = measure(args, llm, name, stream, B, reference,
-                                      args.arrival_gap if source == "staggered" else 0.0)
+                        if isolated is not None:
+                            run = isolated.measure(dtype, name, source, B, reference)
+                        else:
+                            run = measure(args, engines[config_kind(name)["engine"]], name, stream, B,
+                                          reference and {p.ids: o for p, o in zip(stream, reference)},
+                                          args.arrival_gap if source == "staggered" else 0.0)
                         runs[name].append(run)
                         if name == "plain" and reference is None:
-                            reference = {p.ids: o for p, o in zip(stream, run.outputs)}
+                            reference = run.outputs
                         acc = run.stats["mean_acceptance_length"]
                         extra = ""
                         if "chosen" in run.extra:
@@ -290,6 +306,8 @@ def main(argv=None) -> int:
                             f"{run.tokens / run.cpu_s:6.1f} tok/s CPU" + (f", acc. length {acc:.2f}" if acc else "")
                             + extra)
                 cells[(dtype, source, B)] = summarize_cell(args, dtype, B, source, runs)
+        if isolated is not None:
+            calib_all.update({k: v for k, v in isolated.calibration.items() if k[0] == dtype})
         del engines
         common.drop_shared_weights()
 

@@ -201,9 +201,9 @@ def prompt_sets(tokenizer, sources: Sequence[str], n: int, prompt_tokens: int, t
 
 def warmed_prompt_sets(engines: dict, args) -> dict[str, list[Prompt]]:
     """The prompt sets of `args.sources` (max(--num_prompts, largest B) prompts each), after every
-    engine of `engines` (its "plain" one gives the tokenizer) ran short generations at the largest
-    batch, so the first measured run pays no warm-up."""
-    tok = engines["plain"].tokenizer
+    engine of `engines` (all of one target, so any gives the tokenizer) ran short generations at the
+    largest batch, so the first measured run pays no warm-up."""
+    tok = next(iter(engines.values())).tokenizer
     n_max = max(args.num_prompts, max(args.batch_sizes))
     sets = prompt_sets(tok, args.sources, n_max, args.prompt_tokens, getattr(args, "chat_template", "auto"))
     warm = sets[args.sources[0]][: max(args.batch_sizes)]
