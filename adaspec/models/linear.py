@@ -14,8 +14,8 @@ the drafts and of both LM heads:
 - `bf16`: weights in bfloat16; activations cast to bfloat16 for the product (oneDNN), output in the
   input's dtype. On CPU the weights are reordered once into oneDNN's blocked layout
   (`torch.ops.mkldnn._linear_pointwise`), where `F.linear` reorders them again in every call: on an
-  AMX Xeon 1.4-1.9x faster at 1-48 rows, level at 192-2048 (BENCHMARKS.md). Like `F.linear` in
-  bf16, a row's bits depend on M. A `--dtype=bfloat16` model on CPU gets the same packing (the
+  AMX Xeon 1.4-1.9x faster at 1-48 rows, level at 192-2048 (BENCHMARKS.md). Its rows kept their
+  bits for M = 2..16 there and not at 32-64, so `auto`'s row check (M <= 16) may pass it. A `--dtype=bfloat16` model on CPU gets the same packing (the
   training teacher and the answer generator of `train-draft` are such models).
 - `int8`: opt-in only, it changes the model's outputs: per-output-channel symmetric int8 weights,
   per-row symmetric int8 activations, exact int32 accumulation (`torch._int_mm`), float32 rescale.
