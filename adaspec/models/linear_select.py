@@ -12,7 +12,8 @@ every shape (linear.row_independent).
 
 The choice, in this order: only candidates whose rows do not depend on the row count, if any
 (their linears give a verify row the bits of a plain-decode row, R-B2); among those the lowest sum of
-the two estimates; bf16 only where it is faster than every other one at both row counts. The
+the two estimates; bf16 only where it is faster than every other one at both row counts by at
+least 10% (`BF16_MARGIN`: it is the least accurate of the three). The
 whole measurement takes well under 2 s on the bundled model; packed sample layers of the chosen
 backend are reused for the model.
 """
@@ -31,6 +32,11 @@ from ..config import ConfigError, check_linear_backend
 from .linear import implementation, native_backend, pack_linear, row_independent, unavailable_reason
 
 CANDIDATES = ("fp32", "fp16w", "bf16")
+# bf16 rounds weights and activations to 8 bits of mantissa (fp16w: weights to 11): it is chosen only
+# when it is faster than every other candidate by this factor at both row counts. With its weights
+# packed for oneDNN (AMX Xeon), bf16 and fp16w are within a few percent of each other at one row, and
+# a bare "faster" let the default flip between the two from one start to the next under load.
+BF16_MARGIN = 1.10
 SAMPLE_PARAMS = 16_000_000
 SLICE_PARAMS = 4_000_000
 REPEATS = 5
@@ -154,11 +160,7 @@ def _auto(model: nn.Module, rows: tuple[int, ...], budget_s: float = 1.5):
             first.setdefault(shape, j)
         ri = {b: all(row_independent(fns[b][j], items[j][1].shape[1]) and _kernel_row_independent(b, items[j][1].shape)
                      for j in first.values()) for b in cands}
-    pool = [b for b in cands if ri[b]] or cands
-    others = [b for b in pool if b != "bf16"]
-    choice = min(others, key=lambda b: sum(est[b])) if others else "bf16"
-    if "bf16" in pool and others and all(est["bf16"][i] < min(est[b][i] for b in others) for i in range(len(rows))):
-        choice = "bf16"
+    choice = pick(est, ri)
     why = ("fastest of the row-independent backends" if ri[choice] else
            "fastest; no candidate has rows independent of M here, so speculation is exact only up to rounding")
     reuse = {}
@@ -168,6 +170,21 @@ def _auto(model: nn.Module, rows: tuple[int, ...], budget_s: float = 1.5):
                 reuse[id(module)] = fn
     return BackendChoice("auto", choice, implementation(choice), why, rows, {b: est[b] for b in cands}, ri,
                          unavailable, len(items), time.perf_counter() - t_start), reuse
+
+
+def pick(est: dict[str, list[float]], ri: dict[str, bool]) -> str:
+    """The rule of `auto` over measured estimates (ms per forward at each row count, in the same
+    order for every backend) and row independence: among the row-independent candidates (all, if
+    none is) the lowest sum; bf16 only if faster than each of the others by BF16_MARGIN at every
+    row count."""
+    cands = list(est)
+    pool = [b for b in cands if ri[b]] or cands
+    others = [b for b in pool if b != "bf16"]
+    choice = min(others, key=lambda b: sum(est[b])) if others else "bf16"
+    if "bf16" in pool and others and all(est["bf16"][i] * BF16_MARGIN < min(est[b][i] for b in others)
+                                         for i in range(len(est["bf16"]))):
+        choice = "bf16"
+    return choice
 
 
 def select_backend(requested: str, model: nn.Module, verify_rows: int = 4) -> tuple[BackendChoice, dict]:

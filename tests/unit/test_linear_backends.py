@@ -295,3 +295,15 @@ def test_bfloat16_model_packs_its_linears_on_cpu(tiny_llama_dir):
     a, b = _ragged_logits(packed, cfg), _ragged_logits(plain, cfg)
     assert a.dtype == b.dtype == torch.float32
     assert (a - b).abs().max() <= 0.05 * b.abs().max()
+
+
+def test_auto_takes_bf16_only_when_it_is_clearly_faster_at_both_row_counts():
+    """Issue 14's rule with a margin: bf16 (the least accurate) replaces the fastest other
+    row-independent backend only when it is >= 10% faster at one row and at a verify's rows."""
+    ri = {"fp32": False, "fp16w": True, "bf16": True}
+    assert linear_select.pick({"fp32": [40, 90], "fp16w": [20, 35], "bf16": [19.5, 22]}, ri) == "fp16w"
+    assert linear_select.pick({"fp32": [40, 90], "fp16w": [20, 35], "bf16": [17, 22]}, ri) == "bf16"
+    assert linear_select.pick({"fp32": [40, 90], "fp16w": [20, 35], "bf16": [17, 34]}, ri) == "fp16w"
+    # rows that depend on M never win over rows that do not, however fast
+    assert linear_select.pick({"fp32": [5, 6], "fp16w": [20, 35], "bf16": [30, 40]}, ri) == "fp16w"
+    assert linear_select.pick({"fp32": [40, 90], "fp16w": [20, 35]}, {"fp32": True, "fp16w": True}) == "fp16w"
