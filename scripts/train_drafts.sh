@@ -15,11 +15,11 @@ TRAIN=${TRAIN:-"python -m adaspec.training.cli"}   # same as `adaspec train-draf
 OUT=${OUT:-runs/drafts_new}
 FLAGS=(--kind=both --output="$OUT" --data_dir=runs/stream_data --checkpoint=runs/ckpt_both.pt --gen_tokens=256 --seed=0)
 
-# 1. the target's answers (bfloat16 teacher), up to 105 minutes in total, on core 0
-taskset -c 0 $TRAIN "${FLAGS[@]}" --stage=gen --gen_batch=96 --gen_minutes=105 &
+# 1. the target's answers (bfloat16 teacher), up to 150 minutes in total, on core 0
+taskset -c 0 $TRAIN "${FLAGS[@]}" --stage=gen --gen_batch=96 --gen_minutes=150 &
 GEN=$!
-# 2. both drafts, 120 minutes of training, on core 1; answers are picked up as they are written
-taskset -c 1 $TRAIN "${FLAGS[@]}" --stage=train --gen_share=0.6 --max_minutes=120
+# 2. both drafts, 180 minutes of training, on core 1; answers are picked up as they are written
+taskset -c 1 $TRAIN "${FLAGS[@]}" --stage=train --gen_share=0.6 --max_minutes=180
 wait "$GEN" || true
 
 if [ "${SHIP:-1}" = 1 ]; then
