@@ -13,10 +13,13 @@ the drafts and of both LM heads:
   which computes bit-identical results); the latter is the fallback if a torch drops the former.
 - `bf16`: weights in bfloat16; activations cast to bfloat16 for the product (oneDNN), output in the
   input's dtype. On CPU the weights are reordered once into oneDNN's blocked layout
-  (`torch.ops.mkldnn._linear_pointwise`), where `F.linear` reorders them again in every call: on an
-  AMX Xeon 1.4-1.9x faster at 1-48 rows, level at 192-2048 (BENCHMARKS.md). Its rows kept their
-  bits for M = 2..16 there and not at 32-64, so `auto`'s row check (M <= 16) may pass it. A `--dtype=bfloat16` model on CPU gets the same packing (the
-  training teacher and the answer generator of `train-draft` are such models).
+  (`torch.ops.mkldnn._linear_pointwise`), where `F.linear` reorders them again in every call. On the
+  AMX Xeon, all 210 layer products of SmolLM2 in one throw-away timing (other core busy): 1.7-1.9x
+  faster at 1, 8, 48 and 512 rows, 0.9-1.0x at 192 and 2048; a bf16 decode step at 48 requests spent
+  84 ms in its linears instead of 122 (BENCHMARKS.md, issue 14 follow-up 2). Its rows kept their
+  bits for M = 2..16 there and not at 32-64, so `auto`'s row check (M <= 16) may pass it. A
+  `--dtype=bfloat16` model on CPU gets the same packing (the training teacher and the answer
+  generator of `train-draft` are such models).
 - `int8`: opt-in only, it changes the model's outputs: per-output-channel symmetric int8 weights,
   per-row symmetric int8 activations, exact int32 accumulation (`torch._int_mm`), float32 rescale.
   Quantising each row on its own (not the whole batch, as `torch.ops.quantized.linear_dynamic`
@@ -116,8 +119,9 @@ def unavailable_reason(backend: str, device_type: str = "cpu") -> str | None:
 
 
 def implementation(backend: str) -> str:
-    return {"fp32": "F.linear float32 (column-major weights)", "bf16": ("oneDNN bfloat16, packed weights (torch.ops.mkldnn._linear_pointwise)" if _probe_mkldnn_bf16()
-                     else "F.linear bfloat16 (oneDNN)"),
+    bf16 = ("oneDNN bfloat16, packed weights (torch.ops.mkldnn._linear_pointwise)" if _probe_mkldnn_bf16()
+            else "F.linear bfloat16 (oneDNN)")
+    return {"fp32": "F.linear float32 (column-major weights)", "bf16": bf16,
             "fp16": "F.linear float16", "fp16w": fp16w_implementation() or "unavailable",
             "int8": _probe_int8() or "unavailable"}[backend]
 
@@ -191,8 +195,8 @@ class Bf16Linear(PackedLinear):
         w = weight.detach().to(torch.bfloat16).contiguous()
         self.packed = weight.device.type == "cpu" and _probe_mkldnn_bf16()
         if self.packed:  # oneDNN's blocked layout, reordered once here instead of in every F.linear
-            # the layout is chosen for an expected row count: 64 measured fastest from 1 to 512 rows
-            # (1: 25% slower at 48-512 rows; BENCHMARKS.md, issue 11 generator)
+            # the layout is chosen for an expected row count; in the same throw-away timing a layout
+            # for 64 rows was 15-50% faster than one for 1 row at 1-512 rows (level at 192)
             self.register_buffer("weight_bf16", torch.ops.mkldnn._reorder_linear_weight(w, 64), persistent=False)
         else:
             self.register_buffer("weight_bf16", w, persistent=False)
