@@ -134,7 +134,9 @@ def test_auto_measures_and_prefers_row_independent_backends(tiny_llama_dir):
     assert time.perf_counter() - t0 < 10
     choice = model.linear_choice
     assert model.linear_backend == choice.backend and choice.requested == "auto"
-    assert choice.rows == (1, 8) and set(choice.est_ms) >= {"fp32"} and choice.seconds < 2
+    # the selection stops at its 1.5 s budget after two passes; the bound leaves room for a loaded
+    # machine (a wall-clock 2 s bound failed once while another job installed packages)
+    assert choice.rows == (1, 8) and set(choice.est_ms) >= {"fp32"} and choice.seconds < 5
     assert all(len(ms) == 2 and all(t > 0 for t in ms) for ms in choice.est_ms.values())
     if any(choice.row_independent.values()):
         assert choice.row_independent[choice.backend]
