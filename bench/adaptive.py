@@ -281,7 +281,7 @@ def main(argv=None) -> int:
             for source in args.sources:
                 stream = sets[source][: max(args.num_prompts, B)] if sets else None
                 runs: dict[str, list] = {n: [] for n in args.configs}
-                reference = None  # the plain run's greedy outputs (the oracle's reference)
+                reference, by_prompt = None, None  # the plain run's greedy outputs (the oracle's reference)
                 for rep in range(args.repeats):
                     order = common.alternating(args.configs, rep)
                     if reference is None and needs_reference and order[0] != "plain":
@@ -290,12 +290,12 @@ def main(argv=None) -> int:
                         if isolated is not None:
                             run = isolated.measure(dtype, name, source, B, reference)
                         else:
-                            run = measure(args, engines[config_kind(name)["engine"]], name, stream, B,
-                                          reference and {p.ids: o for p, o in zip(stream, reference)},
+                            run = measure(args, engines[config_kind(name)["engine"]], name, stream, B, by_prompt,
                                           args.arrival_gap if source == "staggered" else 0.0)
                         runs[name].append(run)
                         if name == "plain" and reference is None:
                             reference = run.outputs
+                            by_prompt = {p.ids: o for p, o in zip(stream, reference)} if stream is not None else None
                         acc = run.stats["mean_acceptance_length"]
                         extra = ""
                         if "chosen" in run.extra:

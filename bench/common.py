@@ -292,14 +292,17 @@ def serve(llm, prompts: Sequence[Prompt], batch_size: int, max_tokens: int, igno
     try:
         c0, t0 = time.process_time(), time.perf_counter()
         skipped = 0.0  # idle seconds skipped (staggered arrivals)
+
+        def wait() -> float:  # seconds until the next queued request arrives (<= 0: it has)
+            return queue[-1][0] * arrival_gap_s - (time.process_time() - c0 + skipped)
+
         while queue or engine.has_unfinished():
-            arrived = lambda: arrival_gap_s <= 0 or time.process_time() - c0 + skipped >= queue[-1][0] * arrival_gap_s  # noqa: E731
-            while queue and running < batch_size and arrived():
+            while queue and running < batch_size and wait() <= 0:
                 i, p = queue.pop()
                 index[engine.add_request(list(p.ids), params_of(i))] = i
                 running += 1
             if not engine.has_unfinished():  # idle until the next arrival: skip to it
-                skipped += max(0.0, queue[-1][0] * arrival_gap_s - (time.process_time() - c0 + skipped))
+                skipped += max(0.0, wait())
                 continue
             for out in engine.step():
                 if out.finished:

@@ -233,8 +233,6 @@ def ready_drafter(drafter, config, linear_backend: str, cache_len: int):
     the target's linear backend in place (models/linear.pack_module: inference only), the schedule
     lag is set, and per-slot state is allocated. ConfigError when --num_speculative_tokens exceeds
     what the draft proposes."""
-    import torch
-
     from ..config import ConfigError
     from ..models.linear import pack_module
 
