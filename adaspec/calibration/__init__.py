@@ -32,12 +32,11 @@ from .cost_models import (
     CostModel,
     CostModelError,
     CostPoint,
-    HeldoutReport,
     SpsModel,
     fit_model,
-    heldout_error,
     model_from_dict,
 )
+from .heldout import HeldoutReport, heldout_error
 from .cost_table import (
     OUTPUT_FLAG,
     TABLE_FLAG,

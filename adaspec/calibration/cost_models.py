@@ -26,118 +26,23 @@ Two models, both immutable, both `fit(points) -> model`, `cost_ms(bcap, x) -> fl
   measured ones: theta is interpolated linearly. Unknown bcap, x outside the measured range, or a
   non-positive prediction -> None.
 
-`heldout_error(points, kind)` is leave-one-cell-out: every (bcap, x) cell in turn is removed with
-all its windows, the model is refitted on the rest and its prediction compared with the cell's
-median measured cost. Cells whose removal disconnects the additive grid, or whose prediction is
-outside the remaining coverage, are skipped and counted.
+Measured points and the grid's connectivity live in `cost_points`; the leave-one-cell-out
+held-out error in `heldout`.
 """
 
 from __future__ import annotations
 
-import math
 from bisect import bisect_left
 from dataclasses import dataclass
-from typing import Any, Iterable, Literal, NamedTuple, Union
+from typing import Iterable, Literal, Union
 
 import numpy as np
 
+from .cost_points import (CostModelError, CostPoint, PointLike, as_points, cell_medians,  # noqa: F401 (re-exported)
+                          check_connected, describe_components, grid_components)
+
 ModelKind = Literal["additive", "sps"]
 MODEL_KINDS: tuple[str, ...] = ("additive", "sps")
-
-
-class CostModelError(ValueError):
-    """Measurements cannot be fitted (empty, invalid, or an additive grid that is not connected)."""
-
-
-class CostPoint(NamedTuple):
-    """One measured window: padded request bucket, padded target rows G (or step count k), seconds per round."""
-
-    bcap: int
-    x: int
-    cost_s: float
-    kv_len: int | None = None  # mean KV length during the window, informational (plots/reports)
-
-    @property
-    def g(self) -> int:
-        return self.x
-
-
-PointLike = Union[CostPoint, tuple, Any]
-
-
-def as_points(points: Iterable[PointLike]) -> tuple[CostPoint, ...]:
-    """Normalise tuples `(bcap, x, cost_s[, kv_len])` or objects with `bcap`, `x` (or `g`), `cost_s`
-    (and optionally `kv_len`) into validated `CostPoint`s."""
-    out = []
-    for i, p in enumerate(points):
-        try:
-            if isinstance(p, tuple):
-                bcap, x, cost = p[0], p[1], p[2]
-                kv = p[3] if len(p) > 3 else None
-            else:
-                bcap = p.bcap
-                x = p.x if hasattr(p, "x") else p.g
-                cost, kv = p.cost_s, getattr(p, "kv_len", None)
-        except (AttributeError, IndexError, TypeError) as e:
-            raise CostModelError(f"point {i}: expected (bcap, x, cost_s[, kv_len]), got {p!r}") from e
-        if isinstance(bcap, bool) or isinstance(x, bool) or int(bcap) != bcap or int(x) != x:
-            raise CostModelError(f"point {i}: bcap and x must be integers, got {p!r}")
-        bcap, x, cost = int(bcap), int(x), float(cost)
-        if bcap < 1 or x < 0:  # x = 0: a draft-step round with no drafts
-            raise CostModelError(f"point {i}: bcap must be >= 1 and x >= 0, got {p!r}")
-        if not math.isfinite(cost) or cost <= 0:
-            raise CostModelError(f"point {i}: cost_s must be a finite positive number of seconds, got {p!r}")
-        out.append(CostPoint(bcap, x, cost, None if kv is None else int(kv)))
-    return tuple(out)
-
-
-def cell_medians(points: Iterable[PointLike]) -> dict[tuple[int, int], float]:
-    """Median cost (seconds) of every measured (bcap, x) cell, keys sorted."""
-    cells: dict[tuple[int, int], list[float]] = {}
-    for p in as_points(points):
-        cells.setdefault((p.bcap, p.x), []).append(p.cost_s)
-    return {k: float(np.median(cells[k])) for k in sorted(cells)}
-
-
-def grid_components(cells: Iterable[tuple[int, int]]) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
-    """Connected components of the bipartite graph bcap -- x; each as (sorted bcaps, sorted xs),
-    ordered by smallest bcap."""
-    parent: dict[tuple[str, int], tuple[str, int]] = {}
-
-    def find(n):
-        parent.setdefault(n, n)
-        while parent[n] != n:
-            parent[n] = parent[parent[n]]
-            n = parent[n]
-        return n
-
-    for b, x in cells:
-        rb, rx = find(("b", b)), find(("x", x))
-        if rb != rx:
-            parent[rb] = rx
-    comps: dict[tuple[str, int], tuple[set, set]] = {}
-    for node in list(parent):
-        bs, xs = comps.setdefault(find(node), (set(), set()))
-        (bs if node[0] == "b" else xs).add(node[1])
-    return sorted(((tuple(sorted(b)), tuple(sorted(x))) for b, x in comps.values()), key=lambda c: c[0] or (0,))
-
-
-def describe_components(comps, x_name: str = "G") -> str:
-    return "; ".join(
-        f"component {i + 1}: Bcap {list(b)} with {x_name} {list(x)}" for i, (b, x) in enumerate(comps)
-    )
-
-
-def check_connected(cells: Iterable[tuple[int, int]], x_name: str = "G") -> None:
-    """Raise CostModelError naming the disconnected request buckets if the bcap--x grid is not connected."""
-    comps = grid_components(cells)
-    if len(comps) > 1:
-        raise CostModelError(
-            f"the additive cost grid is not connected through shared {x_name} values, so alpha(Bcap) and "
-            f"theta({x_name}) of different groups cannot be separated: {describe_components(comps, x_name)}. "
-            f"Fix: measure at least one {x_name} value shared between these request buckets "
-            f"(add it to their target_graph_rows) or use model \"sps\""
-        )
 
 
 def _isotonic_increasing(y: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -402,58 +307,3 @@ def model_from_dict(d: dict) -> CostModel:
     if kind == "additive":
         return AdditiveModel.from_dict(d)
     raise CostModelError(f"unknown cost model kind {kind!r} in table; allowed: {', '.join(MODEL_KINDS)}")
-
-
-@dataclass(frozen=True)
-class HeldoutReport:
-    """Leave-one-cell-out accuracy of a cost model (median relative error of predicted vs measured cost)."""
-
-    kind: str
-    median_rel_error: float | None  # None when no cell could be evaluated
-    max_rel_error: float | None
-    evaluated: int
-    skipped_disconnected: int  # removal disconnected the additive grid
-    skipped_uncovered: int  # the cell fell outside the remaining fit's coverage (edge x, lone bcap)
-    errors: tuple[tuple[int, int, float], ...] = ()  # (bcap, x, relative error) per evaluated cell
-
-    @property
-    def skipped(self) -> int:
-        return self.skipped_disconnected + self.skipped_uncovered
-
-    def to_dict(self) -> dict:
-        return {"kind": self.kind, "method": "leave-one-cell-out", "median_rel_error": self.median_rel_error,
-                "max_rel_error": self.max_rel_error, "evaluated": self.evaluated,
-                "skipped_disconnected": self.skipped_disconnected, "skipped_uncovered": self.skipped_uncovered,
-                "errors": [list(e) for e in self.errors]}
-
-    def summary(self) -> str:
-        med = "n/a" if self.median_rel_error is None else f"{100 * self.median_rel_error:.1f}%"
-        return (f"{self.kind}: held-out median relative error {med} over {self.evaluated} cells "
-                f"({self.skipped} skipped: {self.skipped_disconnected} would disconnect the grid, "
-                f"{self.skipped_uncovered} outside the remaining coverage)")
-
-
-def heldout_error(points: Iterable[PointLike], kind: str, x_name: str = "G", per_bucket: bool = False) -> HeldoutReport:
-    """Leave-one-cell-out: refit without each (bcap, x) cell, predict it, compare with its median cost."""
-    pts = as_points(points)
-    if kind not in MODEL_KINDS:
-        raise CostModelError(f"unknown cost model {kind!r}; allowed: {', '.join(MODEL_KINDS)}")
-    measured = cell_medians(pts)
-    errors: list[tuple[int, int, float]] = []
-    disconnected = uncovered = 0
-    for cell, cost in measured.items():
-        rest = [p for p in pts if (p.bcap, p.x) != cell]
-        if not rest:
-            uncovered += 1
-            continue
-        if kind == "additive" and len(grid_components({(p.bcap, p.x) for p in rest})) > 1:
-            disconnected += 1
-            continue
-        pred = fit_model(rest, kind, x_name, per_bucket).cost_ms(*cell)
-        if pred is None:
-            uncovered += 1
-            continue
-        errors.append((cell[0], cell[1], abs(pred / 1000.0 - cost) / cost))
-    rel = [e for _, _, e in errors]
-    return HeldoutReport(kind, float(np.median(rel)) if rel else None, float(max(rel)) if rel else None,
-                         len(errors), disconnected, uncovered, tuple(errors))

@@ -17,9 +17,9 @@ from adaspec.calibration.cost_models import (
     as_points,
     fit_model,
     grid_components,
-    heldout_error,
     model_from_dict,
 )
+from adaspec.calibration.heldout import heldout_error
 
 W = 5
 BCAPS = (1, 2, 4, 8)
