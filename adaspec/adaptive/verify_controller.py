@@ -1,263 +1,40 @@
-"""Adaptive target verify: per-request verify lengths from path probabilities (R-D1, R-D3, R-D4, R-F6).
+"""Adaptive target verify: the per-round controller (R-D1, R-D3, R-D4, R-F6).
 
-The draft always produces its full width w (R-D1); this module decides which drafted candidates
-the target verifies. A candidate is (request b, position j), j = 1..w, with path probability
-P[b, j] (scoring.path_probabilities). Verifying l_b drafts of request b costs 1 + l_b target rows
-and is worth 1 + sum_{j <= l_b} P[b, j] predicted tokens (the 1 is the replacement/bonus token).
-
-Ranking (the one order used everywhere): P descending, ties by position j (smaller first), then by
-slot b (smaller first); never by token value. P is made non-increasing in j (running minimum; a
-no-op for a cumprod of scores in [0, 1]), so for every candidate (b, j) its parent (b, j - 1) has
-P >= P[b, j] and, on a tie, the smaller position: the parent always ranks first. Any set of the
-first N ranked candidates is therefore a union of per-request prefixes, and verify lengths are
-just the per-request counts of admitted candidates.
-
-Two budget modes (both distribution-preserving for random targets, PRIOR_ART.md §5.3):
-(a) `sync_admission` (DSpark Algorithm 1): start from l_b = 0 (G = B rows), admit in rank order
-    while the predicted throughput (B + sum admitted P) / cost_ms(Bcap, pad_rows(Bcap, B + N))
-    does not decrease, stop at the first decrease. Ties (equal throughput) admit, as Algorithm 1's
-    `>=`: an admitted candidate always has P > 0, so an exact tie means a row predicted to be free,
-    and taking it can only help if the predictor is pessimistic. Candidates with P = 0 are never
-    admitted. The early stop is what keeps it lossless: whether (b, j) is admitted depends only on
-    the candidates ranked before it, all of which have P >= P[b, j] and none of which is computed
-    from the token at (b, j) (a deeper P[b, j + 1] is computed from it, but always ranks later).
-    A retrospective argmax over all prefixes would let P[b, j + 1], i.e. the value of token
-    (b, j), decide whether (b, j) is verified (the PRIOR_ART counter-example; tested).
-(b) asynchronous (R-D4): `budget_from_lagged` picks the padded target rows G in advance, as the
-    argmax over *all* prepared buckets (no early stop, so cliffs of the cost curve are searched
-    past) of (B + E[top-(G - B) sum of P]) / cost_ms(Bcap, G), the expectation estimated from
-    lagged rounds (n - 2 and earlier) only; ties go to the smaller G (same predicted throughput,
-    fewer rows). Then `allocate_in_budget` gives the G - B extra rows to the top-ranked candidates
-    of the *current* round, on the device, without a host sync. The current round's scores only
-    rank candidates inside a budget they did not choose, so admission never depends on the value of
-    the token being admitted. Inside G every row is paid for, so candidates with P = 0 are filled in
-    too (rank order still decides which).
-
-Scaling lagged rounds to the current B: a lagged round r with B_r requests gives a sorted
-(descending) list v of its B_r * w path probabilities. Assuming the current requests draw their
-candidates from the same per-request distribution, the top n of B * w current candidates
-correspond to the top fraction n / (B w) of v, so E[top-n sum] ~ (B / B_r) * C_r(n B_r / B), with
-C_r the cumulative sum of v linearly interpolated at fractional counts. With B_r = B this is the
-exact top-n sum of that round. Several lagged rounds (`budget_window`, default 1: the newest
-visible round, as DSpark's production scheduler) are averaged.
-
-Cost coverage: `cost_ms(bcap, G)` returning None (not calibrated, R-F7), a G without a prepared
-bucket, or the controller's optional `covers(bcap, kv_len)` saying no (e.g. CostTable.covers with
-the batch's longest KV length) makes the round fall back to full width, and the decision says so.
+`VerifyController` keeps the lagged per-request scores of earlier rounds (feedback.LaggedFeedback)
+and plans each round with the budget functions of `verify_budget` (whose docstring states the
+ranking, the two budget modes and why both preserve the target distribution): asynchronously, a
+row budget G chosen on the host from lagged rounds only and filled on the device; synchronously,
+DSpark's early-stopping admission after the draft. Uncovered costs fall back to full width, and the
+decision says why.
 """
 
 from __future__ import annotations
 
-from ..geometry import first_covering, unified_row_buckets
-
 from collections import Counter, deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
 import torch
 
+from ..geometry import first_covering
 from .feedback import LaggedFeedback
 from .scoring import path_probabilities
-
-CostFn = Callable[[int, int], "float | None"]
-PadRowsFn = Callable[[int, int], "int | None"]
-
-
-# ---- shared pieces ---------------------------------------------------------------------------
-def _host_paths(P) -> np.ndarray:
-    """Clean [B, w] path probabilities on the host: NaN -> 0, clamp [0, 1], non-increasing in j."""
-    if isinstance(P, torch.Tensor):
-        P = P.detach().to("cpu", torch.float64).numpy()
-    P = np.clip(np.nan_to_num(np.asarray(P, dtype=np.float64), nan=0.0), 0.0, 1.0)
-    if P.ndim != 2:
-        raise ValueError(f"path probabilities must be [B, w], got shape {P.shape}")
-    return np.minimum.accumulate(P, axis=1) if P.shape[1] else P
-
-
-def _caps(max_lens, B: int, w: int) -> np.ndarray:
-    if max_lens is None:
-        return np.full(B, w, dtype=np.int64)
-    caps = np.asarray(max_lens.tolist() if isinstance(max_lens, torch.Tensor) else max_lens, dtype=np.int64)
-    if caps.shape != (B,):
-        raise ValueError(f"max_lens must have one entry per request ({B}), got shape {caps.shape}")
-    return np.clip(caps, 0, w)
-
-
-def rank_order(P: np.ndarray, max_lens=None) -> list[tuple[int, int]]:
-    """Candidates (b, j0) (j0 = 0-based position) in rank order: P desc, then position, then slot.
-    Only candidates with P > 0 inside each request's cap are listed."""
-    P = _host_paths(P)
-    B, w = P.shape
-    caps = _caps(max_lens, B, w)
-    b_idx, j_idx = np.meshgrid(np.arange(B), np.arange(w), indexing="ij")
-    keep = (P > 0) & (j_idx < caps[:, None])
-    b_idx, j_idx, p = b_idx[keep], j_idx[keep], P[keep]
-    order = np.lexsort((b_idx, j_idx, -p))  # last key is primary
-    return [(int(b_idx[i]), int(j_idx[i])) for i in order]
-
-
-# One definition of the bucket rules for the whole code base (R-F6)
-unified_buckets = unified_row_buckets
-
-
-@dataclass(frozen=True)
-class AdmissionDecision:
-    verify_lens: list[int]  # [B] drafts each request verifies (a prefix of its w candidates)
-    G: int | None  # padded target rows pad_rows(bcap, B + sum(verify_lens))
-    predicted: float | None  # predicted tokens per ms (None on fallback)
-    reason: str  # "early stop", "all candidates admitted", "fallback: ..."
-
-
-def sync_admission(P, bcap: int, cost_ms: CostFn, pad_rows: PadRowsFn, max_lens=None) -> AdmissionDecision:
-    """DSpark Algorithm 1 with early stop (R-D3a). Uses the host (P may be a device tensor)."""
-    Ph = _host_paths(P)
-    B, w = Ph.shape
-    caps = _caps(max_lens, B, w)
-    costs: dict[int, float | None] = {}
-
-    def cost_of(rows: int) -> float | None:
-        G = pad_rows(bcap, rows)
-        if G is None:
-            return None
-        if G not in costs:
-            costs[G] = cost_ms(bcap, G)
-        return costs[G]
-
-    def full_width(why: str) -> AdmissionDecision:
-        lens = caps.tolist()
-        return AdmissionDecision(lens, pad_rows(bcap, B + sum(lens)), None, f"fallback: {why}; full width")
-
-    c = cost_of(B)
-    if c is None:
-        return full_width(f"cost not covered at bcap={bcap}, rows={B}")
-    best, tau, rows = B / c, float(B), B
-    lens = [0] * B
-    reason = "all candidates admitted"
-    for b, j in rank_order(Ph, caps):
-        assert lens[b] == j, "rank order must respect prefixes"
-        c = cost_of(rows + 1)
-        if c is None:
-            return full_width(f"cost not covered at bcap={bcap}, rows={rows + 1}")
-        theta = (tau + Ph[b, j]) / c
-        if theta < best:
-            reason = "early stop"
-            break
-        best, tau, rows = theta, tau + Ph[b, j], rows + 1
-        lens[b] = j + 1
-    return AdmissionDecision(lens, pad_rows(bcap, rows), best, reason)
-
-
-# ---- (b) asynchronous budget + allocation ----------------------------------------------------
-def expected_top_sums(lagged_P: Sequence, B: int, w: int) -> np.ndarray:
-    """[B * w + 1]: estimated E[sum of the top n current path probabilities], n = 0..B*w, from lagged
-    rounds scaled to B requests (module docstring), averaged over the rounds."""
-    n = np.arange(B * w + 1, dtype=np.float64)
-    total = np.zeros(B * w + 1)
-    for P_r in lagged_P:
-        P_r = _host_paths(P_r)
-        B_r, w_r = P_r.shape
-        if w_r != w:
-            raise ValueError(f"lagged round has width {w_r}, current width is {w}")
-        if B_r == 0:
-            raise ValueError("lagged round has no requests")
-        v = np.sort(P_r.reshape(-1))[::-1]
-        cum = np.concatenate(([0.0], np.cumsum(v)))
-        total += (B / B_r) * np.interp(n * B_r / B, np.arange(len(cum)), cum)
-    return total / len(lagged_P)
-
-
-@dataclass(frozen=True)
-class BudgetDecision:
-    G: int  # padded target rows for the round
-    predicted: dict[int, float] = field(default_factory=dict)  # G -> predicted tokens per ms
-    reason: str = "argmax"  # "argmax", "plain" or "fallback: ..."
-
-
-def budget_drafts(reason: str, G: int, B: int) -> bool:
-    """Whether a budget decision (its reason and rows G, for B requests) is worth a draft: a fallback
-    (full width) or an argmax above one row per request. "plain", or an argmax at G = B, admits no
-    candidate: the plain floor skips that round's draft (adaptive/floor.py)."""
-    return reason.startswith("fallback") or (reason == "argmax" and G > B)
-
-
-def full_width_rows(B: int, w: int, buckets: Sequence[int]) -> int:
-    G = first_covering(buckets, B * (w + 1))
-    if G is None:
-        raise ValueError(f"no prepared target bucket covers full width B*(w+1) = {B * (w + 1)}: {sorted(buckets)}")
-    return G
-
-
-def budget_from_lagged(
-    lagged_P: Sequence,
-    B: int,
-    bcap: int,
-    cost_ms: CostFn,
-    target_buckets: dict[int, Sequence[int]],
-    *,
-    width: int | None = None,
-    max_candidates: int | None = None,
-    plain_cost: float | None = None,
-) -> BudgetDecision:
-    """R-D4: G = argmax over every prepared bucket G >= B of predicted throughput from lagged path
-    probabilities (no early stop). `width` is needed only when `lagged_P` is empty; the optional
-    `max_candidates` caps the drafts that can be verified (e.g. requests near max_tokens).
-
-    With `plain_cost` (ms of a plain round at this bucket, no draft: the plain floor, issue 13) not
-    drafting at all is one more candidate, B / plain_cost; when it wins (ties included: same
-    predicted throughput, no draft) the decision is G = B with reason "plain"."""
-    if bcap not in target_buckets:
-        raise ValueError(f"request bucket {bcap} has no prepared target buckets")
-    buckets = sorted(target_buckets[bcap])
-    if width is None:
-        if not lagged_P:
-            raise ValueError("width is required when there is no lagged feedback")
-        width = _host_paths(lagged_P[0]).shape[1]
-    full = full_width_rows(B, width, buckets)
-    if not lagged_P:
-        return BudgetDecision(full, {}, "fallback: no lagged feedback yet; full width")
-    n_max = B * width if max_candidates is None else max(0, min(B * width, int(max_candidates)))
-    S = expected_top_sums(lagged_P, B, width)
-    predicted: dict[int, float] = {}
-    for G in buckets:
-        if G < B:
-            continue
-        c = cost_ms(bcap, G)
-        if c is None:
-            return BudgetDecision(full, {}, f"fallback: cost not covered at bcap={bcap}, G={G}; full width")
-        predicted[G] = (B + S[min(G - B, n_max)]) / c
-    G = max(predicted, key=lambda g: (predicted[g], -g))
-    if plain_cost is not None and plain_cost > 0 and B / plain_cost >= predicted[G]:
-        return BudgetDecision(B, {**predicted, 0: B / plain_cost}, "plain")
-    return BudgetDecision(G, predicted, "argmax")
-
-
-def allocate_in_budget(P_current: torch.Tensor, G: int, max_lens: torch.Tensor | None = None) -> torch.Tensor:
-    """Verify lengths [B] (int64, on P's device) giving the G - B extra rows to the top-ranked current
-    candidates. Tensor ops only, no host sync (G and B are host ints decided in advance)."""
-    B, w = P_current.shape
-    if G < B:
-        raise ValueError(f"budget G={G} is smaller than the batch B={B}: every request needs its row")
-    n = min(G - B, B * w)
-    device = P_current.device
-    if n == 0 or w == 0:
-        return torch.zeros(B, dtype=torch.long, device=device)
-    P = torch.nan_to_num(P_current.float(), nan=0.0).clamp(0.0, 1.0)
-    P = torch.cummin(P, dim=1).values  # non-increasing in j (no-op for a cumprod of [0, 1] scores)
-    valid = None
-    if max_lens is not None:
-        valid = torch.arange(w, device=device)[None, :] < max_lens.to(device)[:, None]
-        P = torch.where(valid, P, torch.full_like(P, -1.0))  # capped candidates rank last
-    # Position-major flattening (index j * B + b) + a stable ascending sort of -P: equal P keep
-    # index order, i.e. position first, then slot; the token values never enter.
-    keys = (-P).t().reshape(-1)
-    order = torch.sort(keys, stable=True).indices
-    rank = torch.empty_like(order)
-    rank[order] = torch.arange(B * w, device=device)
-    admitted = (rank < n).view(w, B).t()
-    if valid is not None:
-        admitted &= valid
-    return admitted.sum(dim=1)
+from .verify_budget import (  # noqa: F401 (the budget functions are re-exported: one import site for callers)
+    AdmissionDecision,
+    BudgetDecision,
+    CostFn,
+    PadRowsFn,
+    allocate_in_budget,
+    budget_drafts,
+    budget_from_lagged,
+    expected_top_sums,
+    full_width_rows,
+    rank_order,
+    sync_admission,
+    unified_buckets,
+    verify_caps,
+)
 
 
 # ---- controller -------------------------------------------------------------------------------
@@ -337,7 +114,7 @@ class VerifyController:
                                                  f"fallback: no prepared request bucket covers {B} requests; full width"))
             self.g_histogram[G] += 1
             return G
-        cap = None if max_lens is None else int(_caps(max_lens, B, self.width).sum())
+        cap = None if max_lens is None else int(verify_caps(max_lens, B, self.width).sum())
         why = self._uncovered(bcap, kv_len)
         if why is not None:
             d = BudgetDecision(full_width_rows(B, self.width, self.target_buckets[bcap]), {}, why)
@@ -358,7 +135,7 @@ class VerifyController:
         bcap = self.pad_requests(B)
         if not self.lagged or bcap is None or bcap not in self.target_buckets or self._uncovered(bcap, kv_len):
             return True
-        cap = None if max_lens is None else int(_caps(max_lens, B, self.width).sum())
+        cap = None if max_lens is None else int(verify_caps(max_lens, B, self.width).sum())
         d = self._budget(B, bcap, cap, kv_len)
         return budget_drafts(d.reason, d.G, B)
 
@@ -394,7 +171,7 @@ class VerifyController:
         bcap = self.pad_requests(B)
         why = "fallback: no request bucket; full width" if bcap is None else self._uncovered(bcap, kv_len)
         if why is not None:
-            lens = _caps(max_lens, B, self.width).tolist()
+            lens = verify_caps(max_lens, B, self.width).tolist()
             G = None if bcap is None else self.pad_rows(bcap, B + sum(lens))
             self.decisions.append(VerifyDecision(round_id, B, bcap, "sync", G, why))
             if G is not None:
