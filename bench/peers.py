@@ -24,6 +24,7 @@ import gc
 import statistics
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 if __package__ in (None, ""):
@@ -47,6 +48,10 @@ def parse_args(argv=None):
                    help="adaspec settings: plain, mtpK (shipped MTP draft, K draft steps)")
     p.add_argument("--lookup_tokens", type=int, default=5, help="llama.cpp prompt-lookup tokens per round")
     p.add_argument("--threads", type=int, default=1, help="threads for both")
+    p.add_argument("--llama_no_extra_bufts", action="store_true",
+                   help="load the GGUF without llama.cpp's extra weight buffer types (its AMX / repacked weights): "
+                        "llama.cpp built with GGML_NATIVE=ON crashed in its AMX path (general protection fault in "
+                        "libggml-cpu) on this project's Intel Xeon VM; with this flag it runs its AVX-512 kernels")
     p.add_argument("--json_out", default=None, help="write the results to this JSON file")
     args = p.parse_args(argv)
     args.sources = common.parse_list(args.sources, str, ("code", "chat", "prose"), name="sources")
@@ -57,8 +62,30 @@ def parse_args(argv=None):
     return args
 
 
+@contextmanager
+def _model_params(**fields):
+    """llama-cpp-python builds its model parameters inside `Llama.__init__` from
+    `llama_model_default_params()` and has no keyword for some of them (`use_extra_bufts`): the
+    defaults are overridden while one model loads, then restored."""
+    import llama_cpp.llama as llama_module
+
+    default = llama_module.llama_cpp.llama_model_default_params
+
+    def params():
+        p = default()
+        for k, v in fields.items():
+            setattr(p, k, v)
+        return p
+
+    llama_module.llama_cpp.llama_model_default_params = params
+    try:
+        yield
+    finally:
+        llama_module.llama_cpp.llama_model_default_params = default
+
+
 class LlamaCpp:
-    def __init__(self, gguf: str, threads: int, lookup: int | None):
+    def __init__(self, gguf: str, threads: int, lookup: int | None, extra_bufts: bool = True):
         from llama_cpp import Llama
 
         draft = None
@@ -67,8 +94,9 @@ class LlamaCpp:
 
             draft = LlamaPromptLookupDecoding(num_pred_tokens=lookup)
         self.name = f"llama.cpp prompt lookup ({lookup})" if lookup else "llama.cpp plain"
-        self.llm = Llama(model_path=gguf, n_ctx=1024, n_threads=threads, n_threads_batch=threads, n_batch=512,
-                         draft_model=draft, verbose=False)
+        with _model_params(**({} if extra_bufts else {"use_extra_bufts": False})):
+            self.llm = Llama(model_path=gguf, n_ctx=1024, n_threads=threads, n_threads_batch=threads, n_batch=512,
+                             draft_model=draft, verbose=False)
 
     def generate(self, ids: list[int], n: int) -> list[int]:
         self.llm.reset()  # no prefix reuse between requests: every prompt is evaluated
@@ -116,7 +144,8 @@ def main(argv=None) -> int:
 
     gguf = str(bundled_gguf_path())
     engines = [Adaspec(c, args.linear_backend, args.threads) for c in args.adaspec_configs]
-    engines += [LlamaCpp(gguf, args.threads, None), LlamaCpp(gguf, args.threads, args.lookup_tokens)]
+    extra = not args.llama_no_extra_bufts
+    engines += [LlamaCpp(gguf, args.threads, None, extra), LlamaCpp(gguf, args.threads, args.lookup_tokens, extra)]
     tok = engines[0].llm.tokenizer
     prompts = [p for s in args.sources for p in common.load_prompts(tok, s, args.num_prompts)]
     print(f"# peers: {info['machine']}; torch {info['torch']}; llama-cpp-python {info['llama_cpp_python']}; "
