@@ -102,7 +102,7 @@ def default_rounds_estimate(table, facts) -> dict | None:
     """Seconds the built-in calibration would spend in timed rounds on this grid: for every cell
     (bcap, G), (8 warm-up + 3 x 32) rounds x the cell's median measured round cost here."""
     from adaspec.calibration.config import (DEFAULT_WARMUP_STEPS, DEFAULT_WINDOW_STEPS, DEFAULT_WINDOWS_PER_POINT)
-    from adaspec.calibration.cost_models import cell_medians
+    from adaspec.calibration.cost_points import cell_medians
 
     cells = cell_medians(table.points)
     rounds = DEFAULT_WARMUP_STEPS + DEFAULT_WINDOW_STEPS * DEFAULT_WINDOWS_PER_POINT

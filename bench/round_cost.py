@@ -59,7 +59,7 @@ def calibration(args) -> dict:
 
 
 def run(args, backend: str, mode: str, workdir: Path) -> dict:
-    from adaspec.calibration.cost_models import cell_medians
+    from adaspec.calibration.cost_points import cell_medians
 
     cal = calibration(args)
     if mode == "verify":
@@ -97,7 +97,7 @@ def cpu_time_cells(engine, ctl, mode: str, width: int) -> dict[int, float]:
     """The calibration's own measurement again, its clock swapped for process CPU time."""
     import types
 
-    from adaspec.calibration.cost_models import cell_medians
+    from adaspec.calibration.cost_points import cell_medians
     from adaspec.engine import calibrate
 
     eff = ctl.effective

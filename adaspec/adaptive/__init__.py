@@ -10,11 +10,9 @@
 from .feedback import AcceptanceWindow, LaggedFeedback
 from .scoring import mtp_scores, mtp_scores_from_logits, path_probabilities
 from .step_controller import DraftStepController, StepDecision, StepPolicy, best_step, step_throughput
-from .verify_controller import (
+from .verify_budget import (
     AdmissionDecision,
     BudgetDecision,
-    VerifyController,
-    VerifyDecision,
     allocate_in_budget,
     budget_from_lagged,
     expected_top_sums,
@@ -22,6 +20,7 @@ from .verify_controller import (
     sync_admission,
     unified_buckets,
 )
+from .verify_controller import VerifyController, VerifyDecision
 
 __all__ = [
     "AcceptanceWindow", "LaggedFeedback",

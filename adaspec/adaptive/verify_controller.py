@@ -20,21 +20,8 @@ import torch
 from ..geometry import first_covering
 from .feedback import LaggedFeedback
 from .scoring import path_probabilities
-from .verify_budget import (  # noqa: F401 (the budget functions are re-exported: one import site for callers)
-    AdmissionDecision,
-    BudgetDecision,
-    CostFn,
-    PadRowsFn,
-    allocate_in_budget,
-    budget_drafts,
-    budget_from_lagged,
-    expected_top_sums,
-    full_width_rows,
-    rank_order,
-    sync_admission,
-    unified_buckets,
-    verify_caps,
-)
+from .verify_budget import (BudgetDecision, CostFn, PadRowsFn, allocate_in_budget, budget_drafts, budget_from_lagged,
+                            full_width_rows, sync_admission, verify_caps)
 
 
 # ---- controller -------------------------------------------------------------------------------

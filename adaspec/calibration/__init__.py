@@ -30,12 +30,11 @@ from .config import (
 from .cost_models import (
     AdditiveModel,
     CostModel,
-    CostModelError,
-    CostPoint,
     SpsModel,
     fit_model,
     model_from_dict,
 )
+from .cost_points import CostModelError, CostPoint
 from .heldout import HeldoutReport, heldout_error
 from .cost_table import (
     OUTPUT_FLAG,

@@ -38,8 +38,7 @@ from typing import Iterable, Literal, Union
 
 import numpy as np
 
-from .cost_points import (CostModelError, CostPoint, PointLike, as_points, cell_medians,  # noqa: F401 (re-exported)
-                          check_connected, describe_components, grid_components)
+from .cost_points import CostModelError, CostPoint, PointLike, as_points, cell_medians, check_connected
 
 ModelKind = Literal["additive", "sps"]
 MODEL_KINDS: tuple[str, ...] = ("additive", "sps")

@@ -33,7 +33,8 @@ from typing import Any, Iterable, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .config import FALLBACK_NOTE, GREEDY_NOTE, EffectiveCalibration, EngineFacts, compact_json, mode_axis
-from .cost_models import CostModel, CostModelError, CostPoint, as_points, fit_model, model_from_dict
+from .cost_models import CostModel, fit_model, model_from_dict
+from .cost_points import CostModelError, CostPoint, as_points
 from .heldout import HeldoutReport, heldout_error
 from .table_checks import points_problem as _points_problem, sanity_problem, unusable_cells
 

@@ -9,7 +9,7 @@ here, before any sampling, with the field, the offending values and the fix.
 from __future__ import annotations
 
 from ..geometry import unified_row_buckets
-from .cost_models import describe_components, grid_components
+from .cost_points import describe_components, grid_components
 from .facts import EffectiveCalibration, EngineFacts, worst_case_progress_tokens
 from .schema import (DEFAULT_MAX_KV, DEFAULT_MAX_REQUEST_BUCKET, DEFAULT_MIN_KV, DEFAULT_MODEL,
                      DEFAULT_PREFILL_TOKENS, DEFAULT_TOKEN_SEED, DEFAULT_WARMUP_STEPS, DEFAULT_WINDOW_STEPS,

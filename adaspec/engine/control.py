@@ -24,7 +24,8 @@ import time
 
 from ..adaptive.floor import PlainFloor, floor_applies
 from ..adaptive.step_controller import DraftStepController, StepPolicy
-from ..adaptive.verify_controller import VerifyController, budget_drafts
+from ..adaptive.verify_budget import budget_drafts
+from ..adaptive.verify_controller import VerifyController
 from ..calibration.config import (
     EngineFacts,
     load_draft_step_config,

@@ -22,13 +22,9 @@ import numpy as np
 import torch
 
 from adaspec.adaptive.scoring import path_probabilities
-from adaspec.adaptive.verify_controller import (
-    VerifyController,
-    allocate_in_budget,
-    budget_from_lagged,
-    first_covering,
-    sync_admission,
-)
+from adaspec.adaptive.verify_budget import allocate_in_budget, budget_from_lagged, sync_admission
+from adaspec.adaptive.verify_controller import VerifyController
+from adaspec.geometry import first_covering
 
 P_T = np.array([0.7, 0.3])
 P_D = np.array([0.5, 0.5])

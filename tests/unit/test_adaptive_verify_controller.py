@@ -6,16 +6,16 @@ import numpy as np
 import pytest
 import torch
 
-from adaspec.adaptive.verify_controller import (
-    VerifyController,
+from adaspec.adaptive.verify_budget import (
     allocate_in_budget,
     budget_from_lagged,
     expected_top_sums,
-    first_covering,
     rank_order,
     sync_admission,
     unified_buckets,
 )
+from adaspec.adaptive.verify_controller import VerifyController
+from adaspec.geometry import first_covering
 
 BUCKETS = {1: [1, 4, 5, 6], 2: [2, 4, 6, 8], 4: [4, 8, 12, 16]}
 

@@ -9,16 +9,8 @@ import json
 import numpy as np
 import pytest
 
-from adaspec.calibration.cost_models import (
-    AdditiveModel,
-    CostModelError,
-    CostPoint,
-    SpsModel,
-    as_points,
-    fit_model,
-    grid_components,
-    model_from_dict,
-)
+from adaspec.calibration.cost_models import AdditiveModel, SpsModel, fit_model, model_from_dict
+from adaspec.calibration.cost_points import CostModelError, CostPoint, as_points, grid_components
 from adaspec.calibration.heldout import heldout_error
 
 W = 5

@@ -115,7 +115,7 @@ def test_k_zero_rounds_do_not_call_the_drafter(tiny_llama_dir, plain, linear_bac
 
 def test_budget_counts_not_drafting_as_a_candidate_when_the_plain_cost_is_known():
     """The drafted G = B cell includes the draft; a plain round costs less, and can win."""
-    from adaspec.adaptive.verify_controller import budget_from_lagged
+    from adaspec.adaptive.verify_budget import budget_from_lagged
 
     lagged = [np.full((1, 5), 0.3)]
     cost = lambda bcap, G: {1: 1.2, 2: 1.25, 6: 3.0}[G]  # noqa: E731 - G = 1 drafts and verifies nothing
