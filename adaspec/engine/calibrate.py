@@ -16,6 +16,13 @@ What makes the built-in defaults fast (issue 13) without changing what they mean
   its KV range;
 - shapes the calibration measures are warmed by its own warm-up rounds; the separate warm-up only
   runs prepared shapes the calibration grid leaves out (engine/control.py).
+- on a CPU device (synchronous execution) the plain round of each request bucket, which the plain
+  floor compares with speculating (adaptive/floor.py), is not a point of its own: the G = Bcap
+  rounds verify one row per request, which is a plain round's whole work plus the draft call, so
+  the same windows also give the plain cost as their time less the time spent inside the drafter
+  (`plain_within`; RoundRunner.draft_clock times only that call). What remains in it beyond a
+  plain round is the acceptance count of 0-row drafts, a few tensor ops. One point fewer per
+  bucket: 104 rounds x the plain cost (34 s of the 237 s start-up of DSpark w = 7).
 Drafters without positional state (no `copy_slot`) fall back to `SyntheticLoad`: one prompt per
 request, re-prefilled whenever a point would leave the KV range (same semantics, slower).
 
@@ -170,6 +177,10 @@ class Clock:
             torch.cuda.synchronize(self.device)
         return time.perf_counter(), time.process_time()
 
+    def read(self) -> float:
+        """This clock's seconds (no device synchronisation: for synchronous execution only)."""
+        return time.process_time() if self.cpu else time.perf_counter()
+
     def cost(self, t0: tuple[float, float], t1: tuple[float, float]) -> tuple[float, float]:
         """(cost seconds by this clock, wall seconds)."""
         wall = t1[0] - t0[0]
@@ -203,12 +214,23 @@ def measure(
     requests_per_bucket: Callable[[int], int] = lambda bcap: bcap,  # per DP shard (R-H1)
     noise: NoisePolicy | None = None,
     width: int = 0,
+    plain_within: dict[int, int] | None = None,  # Bcap -> the x whose rounds also time a plain round
 ) -> Measurement:
     """Time every grid point in every context range (see the module doc).
+
+    `plain_within` (synchronous devices only, i.e. CPU): for request bucket Bcap, the rounds of
+    point x = plain_within[Bcap] also give the cost of a *plain* round (no draft), recorded as point
+    x = 0: each window's time less the time its rounds spent in the drafter's call. Adaptive verify
+    uses G = Bcap, whose rounds verify one row per request, exactly a plain round's target work
+    (see the module doc).
 
     Returns a `Measurement`: `points` (the consistent windows of every point, what the table is
     fitted on), `stats` (every point's windows, spread, re-measures and steal share: the log's
     report), the clock used and the re-measurement rounds spent and allowed."""
+    plain_within = plain_within or {}
+    if plain_within and engine.device.type != "cpu":
+        raise ValueError("plain_within needs synchronous execution (a CPU device): on an asynchronous "
+                         "device the draft call's time is not the draft's cost")
     noise = noise or NoisePolicy()
     g = torch.Generator().manual_seed(token_seed)
     clock = Clock(engine)
@@ -240,19 +262,29 @@ def measure(
                 if progress is not None:
                     progress.advance(bcap, x, warmup_steps, None)
                 windows: list[tuple[float, float, int]] = []  # (cost s/round, wall s/round, kv)
+                plain: list[float] = []  # split_plain: the same windows less their draft calls, s/round
+                split = plain_within.get(bcap) == x
+                runner = engine.rounds
+                runner.draft_clock = clock.read if split else None
                 sets = 0
                 while True:
                     for _ in range(windows_per_point):
+                        runner.draft_seconds = 0.0
                         kv0, t0 = load.kv_len, clock.now()
                         for _ in range(window_steps):
                             load.round(plan)
                         cost, wall = clock.cost(t0, clock.now())
                         windows.append((cost / window_steps, wall / window_steps, (kv0 + load.kv_len) // 2))
+                        if split:
+                            plain.append((cost - runner.draft_seconds) / window_steps)
                         out.rounds += window_steps
                         if progress is not None:
                             progress.advance(bcap, x, window_steps, wall / window_steps)
                     sets += 1
                     chosen, spread = consistent_windows([w[0] for w in windows], windows_per_point)
+                    if split:
+                        chosen_p, spread_p = consistent_windows(plain, windows_per_point)
+                        spread = max(spread, spread_p)  # both costs must be consistent
                     again = window_steps * windows_per_point
                     if spread <= noise.tolerance or sets > noise.max_remeasures or again > budget:
                         break
@@ -264,11 +296,16 @@ def measure(
                         progress.add_rounds(bcap, x, again)
                     if load.can_rewind:
                         load.rewind()
+                runner.draft_clock = None
                 cpu = sum(w[0] for w in windows)
                 wall = sum(w[1] for w in windows)
+                steal = max(0.0, 1.0 - cpu / wall) if clock.cpu and wall > 0 else None
+                if split:
+                    out.stats.append(PointStats(bcap, 0, spread_p, sets - 1, tuple(plain), tuple(chosen_p),
+                                                steal=steal, resolved=spread <= noise.tolerance))
+                    out.points += [Point(bcap, 0, plain[i], windows[i][2]) for i in chosen_p]
                 out.stats.append(PointStats(bcap, x, spread, sets - 1, tuple(w[0] for w in windows),
-                                            tuple(chosen), steal=max(0.0, 1.0 - cpu / wall) if clock.cpu and wall > 0 else None,
-                                            resolved=spread <= noise.tolerance))
+                                            tuple(chosen), steal=steal, resolved=spread <= noise.tolerance))
                 out.points += [Point(bcap, x, windows[i][0], windows[i][2]) for i in chosen]
             if not shared:
                 load.close()

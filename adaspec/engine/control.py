@@ -152,8 +152,13 @@ class AdaptiveControl:
             return table
         eff = self.effective
         noise = NoisePolicy()
+        # the plain round (no draft, one row per request) the floor compares with every budget: on CPU
+        # timed inside the G = Bcap rounds (those rounds less their draft call), elsewhere a point of its own
+        split = self.mode != "adaptive_draft_step" and self.engine.device.type == "cpu"
         plain_note = ("" if self.mode == "adaptive_draft_step" else
-                      "\n[adaspec] also measured: one plain round (no draft) per request bucket, for the plain floor")
+                      "\n[adaspec] also measured: the plain round (no draft) of every request bucket, for the plain "
+                      + ("floor, timed inside its G = Bcap rounds (their time less the draft call's; CPU execution "
+                         "is synchronous)" if split else "floor, as one more point per bucket"))
         self.log(eff.log_block(self.algorithm, self.config_source)
                  + (f"\n{self.geometry_note}" if self.geometry_note else "") + plain_note + f"\n{noise.describe()}")
         if self.mode == "adaptive_draft_step":
@@ -165,7 +170,8 @@ class AdaptiveControl:
             make_plan = lambda b, rows: RoundPlan.plain(b) if rows == 0 else rows_plan(b, rows, self.width)  # noqa: E731
             growth = lambda b, rows: self.width + 1 if rows else 1  # noqa: E731 - worst case: every row accepted
             rows_of = lambda b, rows: rows or b  # noqa: E731
-        grid = {b: ([] if self.mode == "adaptive_draft_step" else [0]) + list(eff.grid[b]) for b in eff.request_buckets}
+        separate_plain = self.mode != "adaptive_draft_step" and not split
+        grid = {b: ([0] if separate_plain else []) + list(eff.grid[b]) for b in eff.request_buckets}
         points = [(b, x) for _ in eff.contexts for b in eff.request_buckets for x in grid[b]]
         bar = RoundProgress(points, eff.rounds_per_point, rows_of, f"{self.algorithm} calibration", enabled=progress)
         t0, c0 = time.perf_counter(), time.process_time()
@@ -173,7 +179,8 @@ class AdaptiveControl:
             m = measure(self.engine, grid, make_plan,
                         eff.context_tuples(), eff.warmup_steps, eff.window_steps, eff.windows_per_point,
                         eff.token_seed, growth, progress=bar, requests_per_bucket=eff.shard_requests,
-                        noise=noise, width=self.width)
+                        noise=noise, width=self.width,
+                        plain_within={b: b for b in eff.request_buckets} if split else None)
         finally:
             bar.close()
         self.synthetic_requests = dict(m.synthetic_requests)  # per request bucket, on this shard (R-H1)

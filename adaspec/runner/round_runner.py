@@ -48,6 +48,10 @@ class RoundRunner:
         self.reads_tokens = bool(getattr(drafter, "reads_tokens", False))
         self._release_slot = getattr(drafter, "release_slot", None)
         self._slot_of: dict[str, int] = {}
+        # start-up calibration only (engine/calibrate.py): a clock that times each draft call, whose
+        # seconds accumulate in draft_seconds; serving leaves it None and times nothing
+        self.draft_clock = None
+        self.draft_seconds = 0.0
 
     def release(self, request_id: str) -> None:
         self.pending.pop(request_id, None)
@@ -66,7 +70,12 @@ class RoundRunner:
         # refresh entries stay pending and reach the drafter, in order, at its next drafting round;
         # the draft's caches are positional (drafts/base.py), so a deferred refresh writes exactly
         # what per-round refreshes would have written.
-        draft = self._draft(decoding, K, plan.round_id) if self.drafter is not None and decoding and K else None
+        draft = None
+        if self.drafter is not None and decoding and K:
+            t0 = self.draft_clock() if self.draft_clock is not None else 0.0
+            draft = self._draft(decoding, K, plan.round_id)
+            if self.draft_clock is not None:
+                self.draft_seconds += self.draft_clock() - t0
         if K and decoding and plan.admission == "fixed" and draft.lengths is not None and not plan.exact:
             lens = [min(L, n) for L, n in zip(lens, draft.lengths)]  # nothing proposed, nothing verified
         if K and decoding and plan.admission != "fixed":

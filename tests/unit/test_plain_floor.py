@@ -142,6 +142,16 @@ def test_calibration_measures_plain_rounds_for_adaptive_verify(tiny_llama_dir, p
     assert table.plain_cost_ms(2) == table.metadata.plain_ms[2] and table.plain_cost_ms(8) is None
     saved = json.loads(out.read_text())["metadata"]["plain_ms"]
     assert {int(b) for b in saved} == {1, 2, 4}
+    # on CPU the plain cost is timed inside the G = Bcap rounds (their time less the draft call): no
+    # rounds of its own, one plain and one G = Bcap stat per bucket from the same windows
+    m = llm.engine.control.measurement
+    stats = {(s.bcap, s.x): s for s in m.stats}
+    for b in (1, 2, 4):
+        assert (b, 0) in stats and (b, b) in stats
+        assert len(stats[b, 0].windows) == len(stats[b, b].windows)
+        assert 0 < stats[b, 0].cost_s < stats[b, b].cost_s  # the draft call took some time
+    eff = llm.engine.control.effective
+    assert m.rounds == eff.num_points * eff.rounds_per_point + m.extra_rounds  # no plain point was run
 
 
 @pytest.mark.parametrize("mode", ["verify_sync", "verify_async", "draft_step"])
