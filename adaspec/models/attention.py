@@ -34,13 +34,15 @@ class AttentionGroup:
     # would otherwise turn the bool mask into exactly this tensor again in every layer (issue 14)
     additive: dict = field(default_factory=dict, repr=False)
 
-    def sdpa_mask(self, dtype: torch.dtype) -> torch.Tensor | None:
+    def sdpa_mask(self, dtype: torch.dtype, group: int = 1) -> torch.Tensor | None:
+        """[B, 1, group * q_max, L]: the mask of each query row, once per query head of a KV group."""
         if self.mask is None:
             return None
-        m = self.additive.get(dtype)
+        m = self.additive.get((dtype, group))
         if m is None:
-            m = self.additive[dtype] = torch.zeros(self.mask.shape, dtype=dtype, device=self.mask.device) \
+            m = torch.zeros(self.mask.shape, dtype=dtype, device=self.mask.device) \
                 .masked_fill_(self.mask.logical_not(), float("-inf"))
+            m = self.additive[dtype, group] = m.repeat(1, 1, group, 1) if group > 1 else m
         return m
 
 
@@ -155,8 +157,25 @@ def _attend(q: torch.Tensor, cache_k: torch.Tensor, cache_v: torch.Tensor, g: At
         grid = q.new_zeros(B * q_max, heads, dim)
         grid[g.pad_index] = q
         grid = grid.view(B, q_max, heads, dim)
-    out = F.scaled_dot_product_attention(
-        grid.transpose(1, 2), keys, values, attn_mask=g.sdpa_mask(q.dtype), enable_gqa=keys.shape[1] != heads
-    )
-    out = out.transpose(1, 2).reshape(B * q_max, heads * dim)
+    # Grouped-query attention with the query heads of each KV head folded into query rows:
+    # [B, kv_heads, group * q_max, dim] against that KV head's cache, instead of SDPA's enable_gqa.
+    # The same arithmetic, but on CPU enable_gqa rounds a row differently depending on how many
+    # query rows share the call (1 in plain decode, 1 + k in a verify), while the folded call
+    # gives a row the same bits for any number of rows over the same keys (tests/unit/
+    # test_attention_rows.py); it is also faster for verify blocks (one [group * q, dim] product
+    # per KV head reads that head's keys once). SDPA has a path of its own for a single query
+    # row, which rounds differently again: a lone row (multi-head attention, one decode row) is
+    # computed as two copies of itself.
+    kv_heads = keys.shape[1]
+    group = heads // kv_heads
+    folded = grid.transpose(1, 2).reshape(B, kv_heads, group * q_max, dim)
+    mask = g.sdpa_mask(q.dtype, group)
+    lone = group * q_max == 1
+    if lone:
+        folded = folded.expand(B, kv_heads, 2, dim).contiguous()
+        mask = None if mask is None else mask.expand(B, 1, 2, mask.shape[-1]).contiguous()
+    out = F.scaled_dot_product_attention(folded, keys, values, attn_mask=mask)
+    if lone:
+        out = out[:, :, :1]
+    out = out.reshape(B, heads, q_max, dim).transpose(1, 2).reshape(B * q_max, heads * dim)
     return out if g.pad_index is None else out[g.pad_index]

@@ -32,9 +32,10 @@ depend on how many rows share the product (plain decode multiplies 1 row per req
 accumulates each output element in the same order whatever M is; int8 accumulates exactly), MKL
 fp32 and oneDNN bf16 do not on this CPU (their kernels change with M; ~1e-6 relative differences,
 so a near-tie can flip), and `auto` prefers backends that have it. The linears are not the only
-source: CPU `scaled_dot_product_attention` also rounds differently for 1 and several query rows
-(~3e-7), so end-to-end equality stays token-level on every backend, as it was in fp32 (the
-lossless tests check tokens on both fp32 and fp16w).
+source. Attention (models/attention.py) gives a row the same bits for any number of query rows
+over the same keys, but the key count (the longest context of the batch) still changes the
+rounding (~1e-7), so end-to-end equality stays token-level on every backend, as it was in fp32
+(the lossless tests check tokens on both fp32 and fp16w).
 
 Packing is for inference only: packed modules have no parameters and no autograd, so training
 (adaspec/training) keeps its drafts as plain `nn.Linear` in float32 and never calls `pack_module`.
