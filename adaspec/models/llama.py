@@ -101,7 +101,10 @@ class DecoderLayer(nn.Module):
 class LlamaBackbone(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
+        # built on the meta device (LlamaForCausalLM) and loaded: no random init. _weight skips it, which
+        # also skips torch's first meta normal_ (a lazy ~0.8 s set-up on every start-up)
+        self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size,
+                                         _weight=torch.empty(cfg.vocab_size, cfg.hidden_size))
         self.layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.num_layers))
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
 
