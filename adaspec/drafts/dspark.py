@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import torch
 from torch import nn
-import torch.nn.functional as F
 
+from ..models.attention import grouped_attention, tile_mask
 from ..models.config import ModelConfig
 from ..models.llama import DecoderLayer, RMSNorm
 from ..models.rope import apply_rotary
@@ -82,7 +82,7 @@ class DSparkLayer(DecoderLayer):
         k = apply_rotary(a.k_proj(hx).view(B, w, a.kv_heads, a.head_dim), cos, sin).transpose(1, 2)
         v = a.v_proj(hx).view(B, w, a.kv_heads, a.head_dim).transpose(1, 2)
         keys, values = torch.cat([ctx_k, k], dim=2), torch.cat([ctx_v, v], dim=2)
-        out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=a.kv_heads != a.heads)
+        out = grouped_attention(q, keys, values, tile_mask(mask, a.heads // a.kv_heads))
         x = x + a.o_proj(out.transpose(1, 2).reshape(B, w, a.heads * a.head_dim))
         return x + self.mlp(self.post_attention_layernorm(x))
 
@@ -246,8 +246,13 @@ class DSparkDraft(nn.Module):
         newest = batch.next_tokens.index_select(0, last)  # t_n
         ctx_len = torch.tensor(ends, dtype=torch.long, device=dev)
         positions = ctx_len[:, None] + torch.arange(self.width, device=dev)[None, :]
-        ctx_k = [ck[:, :, :L].index_select(0, slots) for ck in self.cache_k]
-        ctx_v = [cv[:, :, :L].index_select(0, slots) for cv in self.cache_v]
+        first = batch.slots[0]
+        if batch.slots == list(range(first, first + B)):  # consecutive slots: a view, no copy
+            ctx_k = [ck[first:first + B, :, :L] for ck in self.cache_k]
+            ctx_v = [cv[first:first + B, :, :L] for cv in self.cache_v]
+        else:
+            ctx_k = [ck[:, :, :L].index_select(0, slots) for ck in self.cache_k]
+            ctx_v = [cv[:, :, :L].index_select(0, slots) for cv in self.cache_v]
         mask = block_mask(ctx_len, L, self.width)
         last_c = self.last_c.index_select(0, slots) if self.direct is not None else None
         h, U = self.backbone(self.block_inputs(newest, dtype, last_c), positions, ctx_k, ctx_v, mask)

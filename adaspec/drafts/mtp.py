@@ -28,7 +28,7 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 
-from ..models.attention import build_layout
+from ..models.attention import build_layout, grouped_attention, tile_mask
 from ..models.config import ModelConfig
 from ..models.llama import DecoderLayer, RMSNorm
 from ..models.rope import RotaryEmbedding, apply_rotary
@@ -124,7 +124,7 @@ def attention_train(layer: DecoderLayer, x, cos, sin, extra_k=None, extra_v=None
     v = attn.v_proj(hx).view(B, T, attn.kv_heads, attn.head_dim).transpose(1, 2)
     keys = k if extra_k is None else torch.cat([extra_k, k], dim=2)
     values = v if extra_v is None else torch.cat([extra_v, v], dim=2)
-    out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=attn.kv_heads != attn.heads)
+    out = grouped_attention(q, keys, values, tile_mask(mask, attn.heads // attn.kv_heads))
     x = x + attn.o_proj(out.transpose(1, 2).reshape(B, T, attn.heads * attn.head_dim))
     x = x + layer.mlp(layer.post_attention_layernorm(x))
     return x, k, v

@@ -42,7 +42,7 @@ class AttentionGroup:
         if m is None:
             m = torch.zeros(self.mask.shape, dtype=dtype, device=self.mask.device) \
                 .masked_fill_(self.mask.logical_not(), float("-inf"))
-            m = self.additive[dtype, group] = m.repeat(1, 1, group, 1) if group > 1 else m
+            m = self.additive[dtype, group] = tile_mask(m, group)
         return m
 
 
@@ -157,25 +157,40 @@ def _attend(q: torch.Tensor, cache_k: torch.Tensor, cache_v: torch.Tensor, g: At
         grid = q.new_zeros(B * q_max, heads, dim)
         grid[g.pad_index] = q
         grid = grid.view(B, q_max, heads, dim)
-    # Grouped-query attention with the query heads of each KV head folded into query rows:
-    # [B, kv_heads, group * q_max, dim] against that KV head's cache, instead of SDPA's enable_gqa.
-    # The same arithmetic, but on CPU enable_gqa rounds a row differently depending on how many
-    # query rows share the call (1 in plain decode, 1 + k in a verify), while the folded call
-    # gives a row the same bits for any number of rows over the same keys (tests/unit/
-    # test_attention_rows.py); it is also faster for verify blocks (one [group * q, dim] product
-    # per KV head reads that head's keys once). SDPA has a path of its own for a single query
-    # row, which rounds differently again: a lone row (multi-head attention, one decode row) is
-    # computed as two copies of itself.
+    group = heads // keys.shape[1]
+    out = grouped_attention(grid.transpose(1, 2), keys, values, g.sdpa_mask(q.dtype, group))
+    out = out.transpose(1, 2).reshape(B * q_max, heads * dim)
+    return out if g.pad_index is None else out[g.pad_index]
+
+
+def tile_mask(mask: torch.Tensor | None, group: int) -> torch.Tensor | None:
+    """[B or 1, 1, Q, L] -> [.., group * Q, L]: each query row's mask once per query head of a KV
+    group, in the row order of `grouped_attention`."""
+    return mask if mask is None or group == 1 else mask.repeat(1, 1, group, 1)
+
+
+def grouped_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
+                      tiled_mask: torch.Tensor | None) -> torch.Tensor:
+    """q [B, H, Q, D] over keys/values [B, KVH, L, D] -> [B, H, Q, D]; `tiled_mask` from `tile_mask`.
+
+    Grouped-query attention with the query heads of each KV head folded into query rows:
+    [B, KVH, group * Q, D] against that KV head's keys, instead of SDPA's enable_gqa. The same
+    arithmetic, but on CPU enable_gqa rounds a row differently depending on how many query rows
+    share the call (1 in plain decode, 1 + k in a verify), while the folded call gives a row the
+    same bits for any number of rows over the same keys (tests/unit/test_attention_rows.py); it is
+    also faster for blocks of rows (one [group * Q, D] product per KV head reads its keys once).
+    SDPA has a path of its own for a single query row, which rounds differently again: a lone row
+    (multi-head attention, one decode row) is computed as two copies of itself.
+    """
+    B, heads, Q, dim = q.shape
     kv_heads = keys.shape[1]
-    group = heads // kv_heads
-    folded = grid.transpose(1, 2).reshape(B, kv_heads, group * q_max, dim)
-    mask = g.sdpa_mask(q.dtype, group)
-    lone = group * q_max == 1
+    folded = q.reshape(B, kv_heads, heads // kv_heads * Q, dim)
+    lone = folded.shape[2] == 1
     if lone:
         folded = folded.expand(B, kv_heads, 2, dim).contiguous()
-        mask = None if mask is None else mask.expand(B, 1, 2, mask.shape[-1]).contiguous()
-    out = F.scaled_dot_product_attention(folded, keys, values, attn_mask=mask)
+        if tiled_mask is not None:
+            tiled_mask = tiled_mask.expand(tiled_mask.shape[0], 1, 2, tiled_mask.shape[-1]).contiguous()
+    out = F.scaled_dot_product_attention(folded, keys, values, attn_mask=tiled_mask)
     if lone:
         out = out[:, :, :1]
-    out = out.reshape(B, heads, q_max, dim).transpose(1, 2).reshape(B * q_max, heads * dim)
-    return out if g.pad_index is None else out[g.pad_index]
+    return out.reshape(B, heads, Q, dim)
