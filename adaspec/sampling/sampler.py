@@ -117,9 +117,18 @@ def _filtered_logits(logits: Tensor, t: SamplingTensors) -> Tensor:
     return x
 
 
+def first_argmax(x: Tensor) -> Tensor:
+    """Index of the largest value of each row (the first one on ties), like `argmax(dim=-1)`.
+
+    `max(dim=-1).indices` is documented to return the same first index; on CPU it is ~5x faster than
+    `argmax` over a vocabulary-sized row (2.9 vs 14 ms for [128, 49152] float32 on one thread), which
+    was 15 ms of a 128-row verify round."""
+    return x.max(dim=-1).indices
+
+
 def _greedy_logprobs(logits: Tensor) -> Tensor:
     out = torch.full_like(logits, _NEG_INF, dtype=torch.float32)
-    return out.scatter_(1, logits.argmax(dim=-1, keepdim=True), 0.0)
+    return out.scatter_(1, first_argmax(logits).unsqueeze(1), 0.0)
 
 
 def filtered_logprobs(logits: Tensor, t: SamplingTensors) -> Tensor:
@@ -144,7 +153,7 @@ def sample(
     """[R] int64 token per row: greedy rows -> argmax of raw logits; random rows -> a sample
     of the filtered distribution. ``generators[i]`` (if given) drives row i's noise; other
     rows use ``default_generator`` or the global RNG."""
-    greedy_tok = logits.argmax(dim=-1)
+    greedy_tok = first_argmax(logits)
     if t.all_greedy:
         return greedy_tok
     probs = _filtered_logits(logits, t).softmax(dim=-1)
@@ -159,8 +168,8 @@ def sample(
             if g is not None:
                 noise[i].exponential_(generator=g)
     noise.clamp_(min=torch.finfo(noise.dtype).tiny)  # E == 0 would give inf / nan
-    random_tok = (probs / noise).argmax(dim=-1)
+    random_tok = first_argmax(probs / noise)
     return torch.where(t.temperature == 0.0, greedy_tok, random_tok)
 
 
-__all__ = ["SamplingTensors", "filtered_logprobs", "sample"]
+__all__ = ["SamplingTensors", "filtered_logprobs", "first_argmax", "sample"]

@@ -335,3 +335,16 @@ def test_low_precision_logits_and_empty_batch():
     assert filtered_logprobs(l, t).dtype == torch.float32
     empty = SamplingTensors.from_params([], "cpu")
     assert sample(torch.zeros(0, 5), empty).shape == (0,)
+
+
+def test_first_argmax_is_argmax_including_ties():
+    """sample's greedy rows use max(dim=-1).indices (faster on CPU): the same first index on ties."""
+    from adaspec.sampling.sampler import first_argmax
+
+    g = torch.Generator().manual_seed(0)
+    for n in (5, 300, 49152):
+        ties = torch.randint(0, 3, (32, n), generator=g).float()
+        ties[:, :2] = float("-inf")
+        dense = torch.randn(32, n, generator=g)
+        for x in (ties, dense):
+            assert torch.equal(first_argmax(x), x.argmax(dim=-1))
