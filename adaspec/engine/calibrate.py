@@ -262,7 +262,7 @@ def measure(
                 if progress is not None:
                     progress.advance(bcap, x, warmup_steps, None)
                 windows: list[tuple[float, float, int]] = []  # (cost s/round, wall s/round, kv)
-                plain: list[float] = []  # split_plain: the same windows less their draft calls, s/round
+                plain: list[float] = []  # plain_within: the same windows less their draft calls, s/round
                 split = plain_within.get(bcap) == x
                 runner = engine.rounds
                 runner.draft_clock = clock.read if split else None
