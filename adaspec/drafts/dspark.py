@@ -30,10 +30,11 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..models.attention import grouped_attention, tile_mask
+from ..models.attention import cache_rows, grouped_attention, slot_range, tile_mask
 from ..models.config import ModelConfig
 from ..models.llama import DecoderLayer, RMSNorm
 from ..models.rope import apply_rotary
+from ..sampling.sampler import first_argmax
 from .base import DraftBatch, DraftOutput
 from .mtp import DraftVocab, Rotary, TargetEmbedding, share_target_weights
 
@@ -246,13 +247,9 @@ class DSparkDraft(nn.Module):
         newest = batch.next_tokens.index_select(0, last)  # t_n
         ctx_len = torch.tensor(ends, dtype=torch.long, device=dev)
         positions = ctx_len[:, None] + torch.arange(self.width, device=dev)[None, :]
-        first = batch.slots[0]
-        if batch.slots == list(range(first, first + B)):  # consecutive slots: a view, no copy
-            ctx_k = [ck[first:first + B, :, :L] for ck in self.cache_k]
-            ctx_v = [cv[first:first + B, :, :L] for cv in self.cache_v]
-        else:
-            ctx_k = [ck[:, :, :L].index_select(0, slots) for ck in self.cache_k]
-            ctx_v = [cv[:, :, :L].index_select(0, slots) for cv in self.cache_v]
+        rng = slot_range(batch.slots)  # consecutive slots: views, no copies
+        ctx_k = [cache_rows(ck, slots, rng, L) for ck in self.cache_k]
+        ctx_v = [cache_rows(cv, slots, rng, L) for cv in self.cache_v]
         mask = block_mask(ctx_len, L, self.width)
         last_c = self.last_c.index_select(0, slots) if self.direct is not None else None
         h, U = self.backbone(self.block_inputs(newest, dtype, last_c), positions, ctx_k, ctx_v, mask)
@@ -260,7 +257,7 @@ class DSparkDraft(nn.Module):
         temp = self.conf_temp.float()
         for k in range(K):
             m = self.markov(prev)
-            best = self.step_logits(U[:, k], m).max(dim=-1).indices  # = argmax (first on ties), faster on CPU
+            best = first_argmax(self.step_logits(U[:, k], m))
             tokens[:, k] = self.vocab.d2t[best]
             scores[:, k] = torch.sigmoid(self.conf_logit(h[:, k], m) / temp[k])
             prev = best

@@ -97,8 +97,6 @@ def _group(slots, starts, q_lens, rows, device, sliding_window) -> AttentionGrou
     ctx_len = max(s + q for s, q in zip(starts, q_lens))
     pad_index = [i for b, q in enumerate(q_lens) for i in range(b * q_max, b * q_max + q)]
     dense = all(q == q_max for q in q_lens)
-    ordered = sorted(slots)
-    consecutive = slots == ordered and ordered[-1] - ordered[0] == num_req - 1
     mask = None
     single_row_at_end = num_req == 1 and q_max == 1
     if not single_row_at_end or sliding_window is not None:
@@ -115,7 +113,7 @@ def _group(slots, starts, q_lens, rows, device, sliding_window) -> AttentionGrou
     return AttentionGroup(
         rows=rows,
         slots=torch.tensor(slots, dtype=torch.long, device=device),
-        slot_range=(ordered[0], ordered[-1] + 1) if consecutive else None,
+        slot_range=slot_range(slots),
         pad_index=None if dense else torch.tensor(pad_index, dtype=torch.long, device=device),
         mask=mask,
         num_requests=num_req,
@@ -143,12 +141,7 @@ def ragged_attention(
 
 
 def _attend(q: torch.Tensor, cache_k: torch.Tensor, cache_v: torch.Tensor, g: AttentionGroup) -> torch.Tensor:
-    L = g.ctx_len
-    if g.slot_range is not None:
-        first, stop = g.slot_range
-        keys, values = cache_k[first:stop, :, :L], cache_v[first:stop, :, :L]
-    else:
-        keys, values = cache_k[g.slots, :, :L], cache_v[g.slots, :, :L]
+    keys, values = (cache_rows(c, g.slots, g.slot_range, g.ctx_len) for c in (cache_k, cache_v))
     num_rows, heads, dim = q.shape
     B, q_max = g.num_requests, g.q_max
     if g.pad_index is None:
@@ -161,6 +154,19 @@ def _attend(q: torch.Tensor, cache_k: torch.Tensor, cache_v: torch.Tensor, g: At
     out = grouped_attention(grid.transpose(1, 2), keys, values, g.sdpa_mask(q.dtype, group))
     out = out.transpose(1, 2).reshape(B * q_max, heads * dim)
     return out if g.pad_index is None else out[g.pad_index]
+
+
+def slot_range(slots: list[int]) -> tuple[int, int] | None:
+    """(first, stop) when `slots` are consecutive and ascending, so their cache rows are a view; else None."""
+    return (slots[0], slots[0] + len(slots)) if slots and slots == list(range(slots[0], slots[0] + len(slots))) else None
+
+
+def cache_rows(cache: torch.Tensor, slots: torch.Tensor, rng: tuple[int, int] | None, length: int) -> torch.Tensor:
+    """cache[slots, :, :length] for a [S, KVH, max_len, D] cache: a view when `rng = slot_range(...)`
+    is not None, otherwise a gather."""
+    if rng is not None:
+        return cache[rng[0]:rng[1], :, :length]
+    return cache[:, :, :length].index_select(0, slots)
 
 
 def tile_mask(mask: torch.Tensor | None, group: int) -> torch.Tensor | None:
