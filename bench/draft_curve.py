@@ -3,9 +3,13 @@
 Reads the `curve.json` that `adaspec train-draft --kind=both` writes (one point per evaluation:
 per-position conditional acceptance and mean acceptance length, k=5, on held-out prompts never
 trained on: the float32 target's greedy continuations, teacher-forced through the draft's own
-allocate()/draft()). It prints the curve as a markdown table, draws it as a PNG (matplotlib), and
-evaluates reference drafts (`--drafts`, e.g. the previously shipped ones) on the same held-out set
-for comparison. With `--cost`, each draft's cost per draft call (B=1, k=5, float32, one thread) is
+allocate()/draft()). Two lengths: over anchors (every position counted once), and "decode", the
+tokens per round of a greedy decode walking the same sequences (training/evaluate.py
+`decode_acceptance_length`; the engine's figure; points written before it existed show "-").
+It prints the curve as a markdown table, draws it as a PNG (matplotlib), and
+evaluates drafts (`--drafts`) on the same held-out set: drafts of this recipe (their config.json
+records the positions they were trained on) are drawn at those positions with their decode walk,
+others (e.g. another recipe's) as reference lines. With `--cost`, each draft's cost per draft call (B=1, k=5, float32, one thread) is
 timed against one plain target step, in the same process.
 
     python bench/draft_curve.py --curve=runs/drafts_new/mtp/curve.json --data_dir=runs/stream_data \
@@ -35,11 +39,20 @@ def curve_rows(curve: list[dict]) -> list[list]:
             held = p[kind]["heldout"]
             cells = [f"{held[s]['mean_acceptance_length']:.2f}" if s in held else "-" for s in SOURCES]
             cond = held.get("code", {}).get("conditional_acceptance", [])
-            rows.append([f"{p['positions'] / 1e6:.2f}M", kind, *cells, " / ".join(f"{c:.2f}" for c in cond)])
+            rows.append([f"{p['positions'] / 1e6:.2f}M", kind, *cells, _decode_cells(held),
+                         " / ".join(f"{c:.2f}" for c in cond)])
     return rows
 
 
-def plot(curve: list[dict], refs: dict, path: str) -> None:
+def _decode_cells(stats: dict) -> str:
+    """code / chat / prose tokens per round of a greedy decode, or '-' where a point lacks them."""
+    vals = [stats.get(s, {}).get("decode_acceptance_length") for s in SOURCES]
+    return " / ".join("-" if v is None else f"{v:.2f}" for v in vals)
+
+
+def plot(curve: list[dict], refs: dict, path: str, walks: dict | None = None) -> None:
+    """Anchor means of the curve (solid), the decode walk of every --drafts whose config records its
+    training positions (dashed, squares), and the first other --drafts of each kind (dotted)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -51,10 +64,15 @@ def plot(curve: list[dict], refs: dict, path: str) -> None:
         for s in SOURCES:
             ys = [p[kind]["heldout"].get(s, {}).get("mean_acceptance_length") for p in curve]
             ax.plot(xs, ys, marker="o", label=s)
+            color = ax.lines[-1].get_color()
             if kind in refs and s in refs[kind]:
-                ax.axhline(refs[kind][s]["mean_acceptance_length"], ls=":", lw=1, color=ax.lines[-1].get_color())
+                ax.axhline(refs[kind][s]["mean_acceptance_length"], ls=":", lw=1, color=color)
+            pts = sorted((pos / 1e6, st[s]["decode_acceptance_length"]) for pos, st in (walks or {}).get(kind, [])
+                         if st.get(s, {}).get("decode_acceptance_length") is not None)
+            if pts:
+                ax.plot(*zip(*pts), ls="--", marker="s", ms=4, color=color, label=f"{s}, decode walk")
         ax.set_xscale("symlog", linthresh=0.1)
-        ax.set_title(f"{kind} (dotted: previously shipped)")
+        ax.set_title(f"{kind} (solid: mean over anchors; dashed: decode walk)")
         ax.set_xlabel("distinct training positions seen (M)")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("held-out mean acceptance length (k=5, greedy)")
@@ -72,9 +90,9 @@ def main(argv=None) -> int:
     p.add_argument("--cost", action="store_true", help="time each draft call against a plain target step")
     args = p.parse_args(argv)
     curve = json.loads(Path(args.curve).read_text())
-    print(markdown_table(["positions", "draft", "code", "chat", "prose", "code: conditional acceptance 1..5"],
-                         curve_rows(curve)))
-    refs = {}
+    print(markdown_table(["positions", "draft", "code", "chat", "prose", "decode: code / chat / prose",
+                          "code: conditional acceptance 1..5"], curve_rows(curve)))
+    refs, walks = {}, {}
     if args.drafts or args.cost:
         import torch
 
@@ -94,15 +112,20 @@ def main(argv=None) -> int:
         for kind, d in dirs:
             draft = load_drafter(d, kind, target, cfg, "cpu", torch.float32, target_fingerprint=weights_fingerprint(model_dir))
             stats = curve_point(draft, held, layers, 5)
-            refs.setdefault(kind, stats)
+            trained = json.loads((Path(d) / "config.json").read_text()).get("report", {}).get("training", {})
+            if "positions" in trained:  # a draft of this recipe: its decode walk goes on the curve
+                walks.setdefault(kind, []).append((trained["positions"], stats))
+            else:  # another recipe's draft: a reference line
+                refs.setdefault(kind, stats)
             row = [d, kind] + [f"{stats[s]['mean_acceptance_length']:.2f}" if s in stats else "-" for s in SOURCES]
+            row.append(_decode_cells(stats))
             if args.cost:
                 row.append(f"{draft_cost(draft, target, cfg):.2f}")
             rows.append(row)
-        head = ["draft dir", "kind", "code", "chat", "prose"] + (["draft call / target step (B=1, k=5)"] if args.cost else [])
+        head = ["draft dir", "kind", "code", "chat", "prose", "decode: code / chat / prose"] + (["draft call / target step (B=1, k=5)"] if args.cost else [])
         print(markdown_table(head, rows))
     if args.png:
-        plot(curve, refs, args.png)
+        plot(curve, refs, args.png, walks)
         print(f"wrote {args.png}")
     return 0
 

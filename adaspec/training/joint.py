@@ -11,8 +11,9 @@
 
 Learning curve: at `curve_points` (distinct positions seen) both drafts are evaluated on a held-out
 set (the float32 target's greedy continuations of held-out prompts, selfdistill.heldout_eval_set;
-float32 features, as serving feeds them): per-position conditional acceptance and mean acceptance
-length per source. The points go to `<output>/curve.json` and the checkpoint; the drafts are saved
+float32 features, as serving feeds them): per-position conditional acceptance, mean acceptance
+length over anchors, and the tokens per round of a greedy decode (`decode_acceptance_length`,
+evaluate.py: what the engine reports) per source. The points go to `<output>/curve.json` and the checkpoint; the drafts are saved
 to their output directories at each point (DSpark after STS calibration on the validation split),
 so an interrupted run leaves usable drafts. The checkpoint (`--checkpoint`, outside the package)
 holds both students, their optimizers, the sampler's pointers and the curve; rerunning resumes.
@@ -33,7 +34,7 @@ from ..drafts.factory import build_draft, save_draft
 from ..outputs import replace_file
 from . import losses
 from .distill import Sequence
-from .evaluate import acceptance_stats, evaluate_draft, simulate
+from .evaluate import acceptance_stats, decode_acceptance_length, evaluate_draft, simulate
 from .trainer import dspark_forward, mtp_forward, recipe_command, vocab_from_counts
 
 CURVE_POINTS = (0, 100_000, 250_000, 500_000, 1_000_000, 1_500_000, 2_000_000, 3_000_000, 4_000_000,
@@ -121,7 +122,8 @@ def curve_point(draft, seqs: list[Sequence], layers: list[int], k: int) -> dict:
     by_source: dict[str, list[int]] = {}
     for _, source, m, _ in records:
         by_source.setdefault(source, []).append(min(m, k))
-    return {s: acceptance_stats(v, k) for s, v in sorted(by_source.items())}
+    decode = decode_acceptance_length(records, k)
+    return {s: {**acceptance_stats(v, k), "decode_acceptance_length": decode.get(s)} for s, v in sorted(by_source.items())}
 
 
 class Student:
@@ -229,8 +231,10 @@ def train_joint(args, model_dir: Path, tokenizer, cfg, fingerprint: str, outputs
             s.draft.train()
         curve.append(point)
         summary = " ".join(f"{k} " + "/".join(f"{v['mean_acceptance_length']:.2f}" for v in point[k]["heldout"].values())
-                           for k in students)
-        log(f"curve @ {positions} positions: held-out mean acceptance length ({'/'.join(point['mtp']['heldout'])}) {summary}")
+                           + " (decode " + "/".join(f"{v['decode_acceptance_length']:.2f}" for v in point[k]["heldout"].values())
+                           + ")" for k in students)
+        log(f"curve @ {positions} positions: held-out mean acceptance length over anchors "
+            f"({'/'.join(point['mtp']['heldout'])}) {summary}")
         for k in students:
             replace_file(outputs[k] / "curve.json", (json.dumps(curve, indent=1) + "\n").encode())
         save_ckpt()

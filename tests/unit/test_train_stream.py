@@ -51,6 +51,7 @@ def test_both_drafts_train_from_a_live_teacher_and_resume(tiny_llama_dir, tmp_pa
             assert set(held) <= {"chat", "code", "prose"} and held
             for stats in held.values():
                 assert 1.0 <= stats["mean_acceptance_length"] <= 6.0 and len(stats["conditional_acceptance"]) == 5
+                assert 1.0 <= stats["decode_acceptance_length"] <= 6.0  # tokens per round of a greedy decode
     cfg, model = load_model(tiny_llama_dir, torch.float32, "cpu")
     fp = weights_fingerprint(tiny_llama_dir)
     for kind in ("mtp", "dspark"):
