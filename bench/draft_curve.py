@@ -6,11 +6,11 @@ trained on: the float32 target's greedy continuations, teacher-forced through th
 allocate()/draft()). Two lengths: over anchors (every position counted once), and "decode", the
 tokens per round of a greedy decode walking the same sequences (training/evaluate.py
 `decode_acceptance_length`; the engine's figure; points written before it existed show "-").
-It prints the curve as a markdown table, draws it as a PNG (matplotlib), and
-evaluates drafts (`--drafts`) on the same held-out set: drafts of this recipe (their config.json
-records the positions they were trained on) are drawn at those positions with their decode walk,
-others (e.g. another recipe's) as reference lines. With `--cost`, each draft's cost per draft call (B=1, k=5, float32, one thread) is
-timed against one plain target step, in the same process.
+It prints the curve as a markdown table, draws it as a PNG (matplotlib), and evaluates drafts
+(`--drafts`) on the same held-out set: drafts of this recipe (their config.json records the
+positions they were trained on) are drawn at those positions with their decode walk, others (e.g.
+another recipe's) as reference lines. With `--cost`, each draft's cost per draft call (B=1, k=5,
+float32, one thread) is timed against one plain target step, in the same process.
 
     python bench/draft_curve.py --curve=runs/drafts_new/mtp/curve.json --data_dir=runs/stream_data \
         --drafts=mtp:adaspec/assets/drafts/mtp,dspark:adaspec/assets/drafts/dspark --png=docs/draft_curve.png --cost

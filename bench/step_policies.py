@@ -99,7 +99,7 @@ def main(argv=None) -> int:
     from adaspec.drafts.factory import load_drafter
     from adaspec.models.loader import load_model, resolve_model, weights_fingerprint
     from adaspec.training.distill import Sequence
-    from adaspec.training.evaluate import simulate
+    from adaspec.training.evaluate import per_sequence, simulate
 
     torch.set_num_threads(1)
     model_dir = resolve_model(None)
@@ -111,14 +111,9 @@ def main(argv=None) -> int:
     held = [Sequence(**d) for d in saved["seqs"]]
     draft = load_drafter(args.draft, "mtp", target, cfg, "cpu", torch.float32,
                          target_fingerprint=weights_fingerprint(model_dir))
-    per: dict[int, tuple[str, list]] = {}
-    for index, source, m, scores in simulate(draft, held, saved["key"]["layers"], k_max):
-        cum, acc = [], 1.0
-        for s in scores:
-            acc *= s
-            cum.append(acc)
-        per.setdefault(index, (source, []))[1].append((m, cum))
-    sequences = list(per.values())
+    # per anchor: (accepted m, cumulative draft probability of the first 1..k_max proposals)
+    sequences = [(source, [(m, torch.tensor(scores).cumprod(0).tolist()) for m, scores in anchors])
+                 for source, anchors in per_sequence(simulate(draft, held, saved["key"]["layers"], k_max))]
     table = {name: {s: replay(sequences, pol, costs, args.row_ms, None if s == "all" else s)
                     for s in ("all",) + SOURCES} for name, pol in policies(k_max, costs, taus).items()}
     fixed = [n for n in table if n.startswith("fixed")]

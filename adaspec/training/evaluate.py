@@ -91,23 +91,42 @@ def acceptance_stats(ms: list[int], k: int) -> dict:
     }
 
 
+def per_sequence(records) -> list[tuple[str, list[tuple[int, list[float]]]]]:
+    """`simulate` records grouped by sequence: (source, [(accepted m, scores)] per anchor, in order)."""
+    grouped: dict[int, tuple[str, list]] = {}
+    for index, source, m, scores in records:
+        grouped.setdefault(index, (source, []))[1].append((m, scores))
+    return list(grouped.values())
+
+
 def decode_acceptance_length(records, k: int) -> dict[str, float]:
     """Tokens per round of a greedy decode over the simulated sequences, per source and "all":
     from each sequence's first anchor, a round accepting m (capped at k) moves the anchor m + 1 on.
     `records` as `simulate` returns them (each sequence's anchors in order)."""
-    per_seq: dict[int, tuple[str, list[int]]] = {}
-    for index, source, m, _ in records:
-        per_seq.setdefault(index, (source, []))[1].append(min(m, k))
     totals: dict[str, list[int]] = {}
-    for source, ms in per_seq.values():
+    for source, anchors in per_sequence(records):
         tokens = rounds = n = 0
-        while n < len(ms):
-            tokens, rounds, n = tokens + ms[n] + 1, rounds + 1, n + ms[n] + 1
+        while n < len(anchors):
+            m = min(anchors[n][0], k)
+            tokens, rounds, n = tokens + m + 1, rounds + 1, n + m + 1
         for key in (source, "all"):
             t = totals.setdefault(key, [0, 0])
             t[0] += tokens
             t[1] += rounds
     return {key: round(t / r, 4) for key, (t, r) in sorted(totals.items()) if r}
+
+
+def acceptance_report(records, k: int) -> tuple[dict, dict[str, dict]]:
+    """(overall, by source): `acceptance_stats` of the anchors (m capped at k) plus the decode walk's
+    `decode_acceptance_length`, from one set of `simulate` records."""
+    ms = [min(m, k) for _, _, m, _ in records]
+    by_source: dict[str, list[int]] = {}
+    for (_, source, _, _), mk in zip(records, ms):
+        by_source.setdefault(source, []).append(mk)
+    decode = decode_acceptance_length(records, k)
+    overall = {**acceptance_stats(ms, k), "decode_acceptance_length": decode.get("all")}
+    return overall, {s: {**acceptance_stats(v, k), "decode_acceptance_length": decode.get(s)}
+                     for s, v in sorted(by_source.items())}
 
 
 def ece(pred: torch.Tensor, label: torch.Tensor, bins: int = 10) -> float:
@@ -159,15 +178,9 @@ def evaluate_draft(draft, valid: list[Sequence], teacher_layers: list[int], k: i
         draft.conf_temp.fill_(1.0)
     # even-indexed sequences fit the calibration, odd ones report it
     records = simulate(draft, valid, teacher_layers, sim_k)
-    ms = [min(m, k) for _, _, m, _ in records]
-    by_source: dict[str, list[int]] = {}
-    for (_, source, m, _), mk in zip(records, ms):
-        by_source.setdefault(source, []).append(mk)
-    decode = decode_acceptance_length(records, k)
+    overall, by_source = acceptance_report(records, k)
     result = {"eval": {"k": k, "method": "greedy teacher-forced simulation on validation sequences",
-                       "overall": {**acceptance_stats(ms, k), "decode_acceptance_length": decode.get("all")},
-                       "by_source": {s: {**acceptance_stats(v, k), "decode_acceptance_length": decode.get(s)}
-                                     for s, v in sorted(by_source.items())}}}
+                       "overall": overall, "by_source": by_source}}
     log(f"acceptance (k={k}): {result['eval']['overall']}")
     if draft.kind == "dspark" and records:
         z = _logits(torch.tensor([sc for _, _, _, sc in records]))

@@ -13,9 +13,9 @@ Learning curve: at `curve_points` (distinct positions seen) both drafts are eval
 set (the float32 target's greedy continuations of held-out prompts, selfdistill.heldout_eval_set;
 float32 features, as serving feeds them): per-position conditional acceptance, mean acceptance
 length over anchors, and the tokens per round of a greedy decode (`decode_acceptance_length`,
-evaluate.py: what the engine reports) per source. The points go to `<output>/curve.json` and the checkpoint; the drafts are saved
-to their output directories at each point (DSpark after STS calibration on the validation split),
-so an interrupted run leaves usable drafts. The checkpoint (`--checkpoint`, outside the package)
+evaluate.py: what the engine reports) per source. The points go to `<output>/curve.json` and the
+checkpoint; the drafts are saved to their output directories at each point (DSpark after STS
+calibration on the validation split), so an interrupted run leaves usable drafts. The checkpoint (`--checkpoint`, outside the package)
 holds both students, their optimizers, the sampler's pointers and the curve; rerunning resumes.
 """
 
@@ -34,7 +34,7 @@ from ..drafts.factory import build_draft, save_draft
 from ..outputs import replace_file
 from . import losses
 from .distill import Sequence
-from .evaluate import acceptance_stats, decode_acceptance_length, evaluate_draft, simulate
+from .evaluate import acceptance_report, evaluate_draft, simulate
 from .trainer import dspark_forward, mtp_forward, recipe_command, vocab_from_counts
 
 CURVE_POINTS = (0, 100_000, 250_000, 500_000, 1_000_000, 1_500_000, 2_000_000, 3_000_000, 4_000_000,
@@ -118,12 +118,7 @@ def teacher_forced(teacher, rows: list[dict], layers) -> list[Sequence]:
 
 def curve_point(draft, seqs: list[Sequence], layers: list[int], k: int) -> dict:
     sim_k = draft.width if draft.kind == "dspark" else k
-    records = simulate(draft, seqs, layers, sim_k)
-    by_source: dict[str, list[int]] = {}
-    for _, source, m, _ in records:
-        by_source.setdefault(source, []).append(min(m, k))
-    decode = decode_acceptance_length(records, k)
-    return {s: {**acceptance_stats(v, k), "decode_acceptance_length": decode.get(s)} for s, v in sorted(by_source.items())}
+    return acceptance_report(simulate(draft, seqs, layers, sim_k), k)[1]
 
 
 class Student:
