@@ -18,6 +18,7 @@ from adaspec.drafts.factory import build_draft
 from adaspec.drafts.hybrid import MTPSuffixDrafter
 from adaspec.engine.llm_engine import LLM
 from adaspec.sampling_params import SamplingParams
+from small_calibration import install_cheap_costs
 from staggered import run_staggered
 
 PROMPTS = ["1 2 3 4 5 6 7 8 9 10 11 12 1 2 3 4 5", "xyz xyz xyz xyz", "the cat sat on the mat, the cat sat",
@@ -87,6 +88,7 @@ def test_suffix_greedy_equals_plain(tiny_llama_dir, plain, linear_backend, cal_f
     params, ref = plain
     llm = LLM(str(tiny_llama_dir), speculative_algorithm="Suffix", linear_backend=linear_backend,
               **COMMON, **_flags(mode, cal_files))
+    install_cheap_costs(llm.engine)  # whether anything gets verified must not depend on CI timing
     done = run_staggered(llm.engine, PROMPTS, params)
     _check(llm.engine, done, ref)
     st = llm.engine.drafter.stats()
@@ -104,9 +106,9 @@ def test_mtp_suffix_greedy_equals_plain(tiny_llama_dir, plain, linear_backend, c
     drafter = MTPSuffixDrafter(tiny_mtp(tiny_llama_dir))
     llm = LLM(str(tiny_llama_dir), drafter=drafter, speculative_algorithm="MTP+Suffix", linear_backend=linear_backend,
               **COMMON, **_flags(mode, cal_files))
+    install_cheap_costs(llm.engine)  # with the measured tiny-target table sync admission may verify nothing
     done = run_staggered(llm.engine, PROMPTS, params)
-    # sync admission on the tiny target: its cost table may make no verify row worth taking (lossless either way)
-    _check(llm.engine, done, ref, expect_verified=mode != "verify_sync5")
+    _check(llm.engine, done, ref)
     st = drafter.stats()
     assert st["suffix_rows"] > 0 and st["mtp_rows"] > 0 and st["draft_calls"] > 0  # both sources proposed
 

@@ -11,7 +11,6 @@ Each engine spawns one worker; `close()` stops it.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import pytest
@@ -23,30 +22,15 @@ from adaspec.sampling_params import SamplingParams
 from replay_drafter import ReplayDrafter
 
 from parallel_common import COMMON, PROMPTS, params
-from small_calibration import calibration_files
+from small_calibration import calibration_files, install_cheap_costs
 
-
-
-class CheapSpeculation:
-    """A fixed cost model for the adaptive controllers: every draft step or verify row adds 2% to a 1 ms
-    round, so speculating pays at any acceptance the replay drafter gives. Installed after start-up
-    (which still calibrates as usual), it keeps the controllers' choices -- and so whether tokens get
-    accepted -- independent of the timing noise of a loaded CI machine (CI once saw the measured
-    tiny-model table send the draft step to k = 0 for the whole run)."""
-
-    def cost_ms(self, bcap: int, x: int) -> float:
-        return 1.0 + 0.02 * x
 
 
 def run(model_dir, fixed_costs: bool = False, **flags):
     llm = LLM(str(model_dir), **COMMON, **flags)
     try:
-        control = llm.engine.control
-        if fixed_costs and control is not None:
-            meta = control.table.metadata
-            control.table = dataclasses.replace(control.table, model=CheapSpeculation(), metadata=meta.model_copy(
-                update={"plain_ms": {b: 1.0 for b in meta.request_buckets}}))
-            control.reset()
+        if fixed_costs:
+            install_cheap_costs(llm.engine)
         return [o.token_ids for o in llm.generate(PROMPTS, params())], llm
     finally:
         llm.close()
