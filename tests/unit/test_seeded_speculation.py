@@ -17,6 +17,7 @@ from adaspec.engine.llm_engine import LLM
 from adaspec.sampling.seeding import position_seed
 from adaspec.sampling_params import SamplingParams
 from replay_drafter import ReplayDrafter
+from small_calibration import install_cheap_costs
 from staggered import run_staggered
 
 PROMPTS = ["Hello there", "a", "The quick brown fox", "1 2 3 4 5", "xyz xyz", "Q?"]
@@ -91,6 +92,10 @@ def test_seeded_speculative_equals_seeded_plain(tiny_llama_dir, plain, cal_files
         # loaded machine the tiny model's 2-round calibration once made k = 0 look best for the whole
         # run (1 drafting round), and the rounds below must both accept and reject
         llm.engine.control.step.allow_zero = False
+    elif llm.engine.control is not None:
+        # verify admission from the tiny model's measured table can admit no row (and the floor skip
+        # every draft) on a loaded machine; fixed cheap costs keep both outcomes in the run
+        install_cheap_costs(llm.engine)
     done = run_staggered(llm.engine, PROMPTS, params)  # requests join while others decode
     for i in SEEDED + [2]:  # seeded random requests and the greedy one: exact
         assert done[i].token_ids == ref[i].token_ids, (mode, i)
