@@ -35,11 +35,11 @@ def child(args) -> None:
            if args.child == "adaptive" else common.build_llm("float32", max_seqs=4, max_model_len=512))
     stream = common.prompt_sets(llm.tokenizer, [args.source], args.num_prompts, 192, "auto")[args.source]
     stream = stream[:args.num_prompts]
-    common.serve(llm, stream[:1], 1, 16, True)  # warm
+    common.serve(llm, stream[:1], 1, 16, True, temperature=args.temperature)  # warm
     if llm.engine.control is not None:
         llm.engine.control.reset()
     c = time.process_time()
-    run = common.serve(llm, stream, args.batch_size, args.max_tokens, True)
+    run = common.serve(llm, stream, args.batch_size, args.max_tokens, True, temperature=args.temperature)
     out = {"config": args.child, "cpu_s": time.process_time() - c, "tokens": run.tokens, "outputs": run.outputs}
     if llm.engine.control is not None:
         out["floor"] = llm.engine.control.summary()
@@ -56,6 +56,8 @@ def main(argv=None) -> int:
     p.add_argument("--batch_size", type=int, default=1, help="requests running at once")
     p.add_argument("--num_prompts", type=int, default=4, help="prompts in the stream")
     p.add_argument("--max_tokens", type=int, default=256, help="tokens per request (end of sequence ignored)")
+    p.add_argument("--temperature", type=float, default=0.0,
+                   help="0: greedy; > 0: random sampling with per-request seeds (outputs still comparable)")
     p.add_argument("--repeats", type=int, default=2, help="pairs of child runs, order alternating")
     p.add_argument("--child", default=None, choices=("plain", "adaptive"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -76,7 +78,7 @@ def main(argv=None) -> int:
     ratios = sorted(a / b for a, b in zip(times["plain"], times["adaptive"]))
     same = outputs["plain"] == outputs["adaptive"]
     print(f"throughput adaptive / plain per pair: {[round(x, 3) for x in ratios]}; median "
-          f"{statistics.median(ratios):.3f}; greedy output equal: {same}")
+          f"{statistics.median(ratios):.3f}; {'greedy' if args.temperature == 0 else 'seeded'} output equal: {same}")
     return 0
 
 
