@@ -19,14 +19,17 @@ def calibration_files(d: Path) -> tuple[Path, Path]:
 
 
 class CheapSpeculation:
-    """A fixed cost model for the adaptive controllers: every draft step or verify row adds 2% to a 1 ms
-    round, so speculating pays at any acceptance a test drafter gives."""
+    """A fixed cost model for the adaptive controllers: every draft step or verify row adds
+    `per_unit` (default 2%) to a 1 ms round, so speculating pays at any acceptance a test drafter gives."""
+
+    def __init__(self, per_unit: float = 0.02):
+        self.per_unit = per_unit
 
     def cost_ms(self, bcap: int, x: int) -> float:
-        return 1.0 + 0.02 * x
+        return 1.0 + self.per_unit * x
 
 
-def install_cheap_costs(engine) -> None:
+def install_cheap_costs(engine, per_unit: float = 0.02) -> None:
     """Replace an adaptive engine's measured cost table (start-up still calibrates as usual) by
     CheapSpeculation, plain rounds at 1 ms, and rebuild the controllers cold. Tests that assert that
     speculation really ran use it so that the controllers' choices do not ride on the timing noise of a
@@ -36,6 +39,6 @@ def install_cheap_costs(engine) -> None:
     if control is None:
         return
     meta = control.table.metadata
-    control.table = dataclasses.replace(control.table, model=CheapSpeculation(), metadata=meta.model_copy(
+    control.table = dataclasses.replace(control.table, model=CheapSpeculation(per_unit), metadata=meta.model_copy(
         update={"plain_ms": {b: 1.0 for b in meta.request_buckets}}))
     control.reset()

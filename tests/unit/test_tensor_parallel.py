@@ -26,11 +26,11 @@ from small_calibration import calibration_files, install_cheap_costs
 
 
 
-def run(model_dir, fixed_costs: bool = False, **flags):
+def run(model_dir, fixed_costs: float | None = None, **flags):
     llm = LLM(str(model_dir), **COMMON, **flags)
     try:
-        if fixed_costs:
-            install_cheap_costs(llm.engine)
+        if fixed_costs is not None:
+            install_cheap_costs(llm.engine, fixed_costs)
         return [o.token_ids for o in llm.generate(PROMPTS, params())], llm
     finally:
         llm.close()
@@ -75,6 +75,11 @@ def test_tp2_matches_tp1_or_differs_only_at_near_ties(tiny_llama_dir, plain_tp2,
         print(f"\nTP=2 vs TP=1 greedy on {len(PROMPTS)} prompts: {verdicts}")
 
 
+# fixed costs (small_calibration.install_cheap_costs), so every controller choice below is deterministic:
+# at 2% per verify row the verify budgets vary with the drafter's scores; at 30% per draft step the
+# draft step's best k moves with its window's acceptance (at 2% it would sit at k_max)
+STEP_COST, ROW_COST = 0.3, 0.02
+
 MODES = {
     "mtp_fixed": dict(speculative_algorithm="MTP", num_speculative_tokens=3),
     "dspark_fixed": dict(speculative_algorithm="DSpark", num_speculative_tokens=5),
@@ -100,8 +105,11 @@ def test_tp2_speculative_greedy_equals_tp2_plain(tiny_llama_dir, plain_tp2, cal_
         flags["drafter"] = ReplayDrafter(refs, max_steps=7)
         if "adaptive" in mode or "verify" in mode or "step" in mode:
             flags["graph_decode_batch_sizes"] = (1, 2, 4)
-    out, llm = run(tiny_llama_dir, tp_size=2, fixed_costs=True, **flags)
+    out, llm = run(tiny_llama_dir, tp_size=2, fixed_costs=STEP_COST if mode == "draft_step" else ROW_COST, **flags)
     assert out == plain_tp2
+    if llm.engine.control is not None:  # the rounds' width changed under TP=2 (rank 0 decides, the worker follows)
+        summary = llm.engine.control.summary()
+        assert len(summary.get("chosen_k") or summary["chosen_G"]) >= 2, summary
     if flags["speculative_algorithm"] != "Suffix":
         assert llm.engine.spec_stats.accepted_tokens > 0  # speculation really ran
 
