@@ -26,6 +26,8 @@ Policies (tokens per ms of the replay; ratios to the best fixed k):
 from __future__ import annotations
 
 import argparse
+import itertools
+import operator
 import sys
 from pathlib import Path
 
@@ -112,7 +114,7 @@ def main(argv=None) -> int:
     draft = load_drafter(args.draft, "mtp", target, cfg, "cpu", torch.float32,
                          target_fingerprint=weights_fingerprint(model_dir))
     # per anchor: (accepted m, cumulative draft probability of the first 1..k_max proposals)
-    sequences = [(source, [(m, torch.tensor(scores).cumprod(0).tolist()) for m, scores in anchors])
+    sequences = [(source, [(m, list(itertools.accumulate(scores, operator.mul))) for m, scores in anchors])
                  for source, anchors in per_sequence(simulate(draft, held, saved["key"]["layers"], k_max))]
     table = {name: {s: replay(sequences, pol, costs, args.row_ms, None if s == "all" else s)
                     for s in ("all",) + SOURCES} for name, pol in policies(k_max, costs, taus).items()}

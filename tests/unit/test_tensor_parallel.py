@@ -26,11 +26,11 @@ from small_calibration import calibration_files, install_cheap_costs
 
 
 
-def run(model_dir, fixed_costs: float | None = None, **flags):
+def run(model_dir, cost_per_unit: float | None = None, **flags):
     llm = LLM(str(model_dir), **COMMON, **flags)
     try:
-        if fixed_costs is not None:
-            install_cheap_costs(llm.engine, fixed_costs)
+        if cost_per_unit is not None:
+            install_cheap_costs(llm.engine, cost_per_unit)
         return [o.token_ids for o in llm.generate(PROMPTS, params())], llm
     finally:
         llm.close()
@@ -105,7 +105,7 @@ def test_tp2_speculative_greedy_equals_tp2_plain(tiny_llama_dir, plain_tp2, cal_
         flags["drafter"] = ReplayDrafter(refs, max_steps=7)
         if "adaptive" in mode or "verify" in mode or "step" in mode:
             flags["graph_decode_batch_sizes"] = (1, 2, 4)
-    out, llm = run(tiny_llama_dir, tp_size=2, fixed_costs=STEP_COST if mode == "draft_step" else ROW_COST, **flags)
+    out, llm = run(tiny_llama_dir, tp_size=2, cost_per_unit=STEP_COST if mode == "draft_step" else ROW_COST, **flags)
     assert out == plain_tp2
     if llm.engine.control is not None:  # the rounds' width changed under TP=2 (rank 0 decides, the worker follows)
         summary = llm.engine.control.summary()
