@@ -12,7 +12,8 @@ CPU time after the start, so requests join and leave a batch of changing size), 
   **oracle** that verifies exactly the draft tokens that the target will accept.
 
 Configuration names (--configs): `plain`, `mtp_k1`..`mtp_kK` (fixed k; `mtp_kK` with K = w = 5 is
-also MTP w=5 full width), `mtp_step` (adaptive draft step), and per verify family F in
+also MTP w=5 full width), `mtp_step` (adaptive draft step; `mtp_step_sym` the same with the symmetric k = 0 rule of
+R-C2, policy `zero_confidence` 0, for A/B), and per verify family F in
 {`dspark7`, `mtp5`}: `F_full`, `F_L1`..`F_L{w-1}`, `F_sync`, `F_async`, `F_oracle`
 (`mtp5_full` is the `mtp_k5` engine, measured once).
 
@@ -186,6 +187,9 @@ def write_calibration_files(args, workdir: Path) -> dict:
         step_fields.pop("model", None)  # the engine's draft-step default (per-bucket sps)
     files["step"] = workdir / "draft_step_config.json"
     files["step"].write_text(json.dumps({"version": 1, "calibration": step_fields}, indent=1))
+    files["step_sym"] = workdir / "draft_step_config_sym.json"  # the symmetric k = 0 rule (zero_confidence 0)
+    files["step_sym"].write_text(json.dumps({"version": 1, "policy": {"zero_confidence": 0.0},
+                                             "calibration": step_fields}, indent=1))
     return files
 
 
@@ -223,9 +227,10 @@ def build_engines(args, dtype: str, files: dict, table_dir: Path) -> tuple[dict,
     for k in range(1, args.k_max + 1):
         if f"mtp_k{k}" in need:
             add(f"mtp_k{k}", "MTP", k)
-    if "mtp_step" in need:
-        add("mtp_step", "MTP", args.k_max, enable_adaptive_draft_step=True,
-            adaptive_draft_step_config=str(files["step"]), **adaptive_geometry)
+    for name, cfg in (("mtp_step", "step"), ("mtp_step_sym", "step_sym")):
+        if name in need:
+            add(name, "MTP", args.k_max, enable_adaptive_draft_step=True,
+                adaptive_draft_step_config=str(files[cfg]), **adaptive_geometry)
     for fam, (algo, w) in VERIFY_FAMILIES.items():
         if fam == "dspark7" and f"{fam}_full" in need:
             add(f"{fam}_full", algo, w)

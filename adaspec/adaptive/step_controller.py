@@ -36,6 +36,15 @@ longest KV length, R-F7) says no, the batch runs at k_max (full width) and the d
 says so; the controller's own k is kept for covered batches. A missing k = 0 cost only removes
 k = 0. `cost_ms` must be a pure function of (bcap, k): its values are cached per Bcap.
 
+k = 0 against speculation (adaspec's extension, `zero_confidence`, default 1): the best k >= 1 is
+chosen on the window's point estimate as R-C2 says, but compared with k = 0 at the estimate's
+upper confidence bound (Wilson, `zero_confidence` standard errors). Plain decode is entered only
+when it beats even the optimistic speculation by more than `switch_min_gain`, and left at the
+first re-score where the bound says speculation may pay (`_zero_choice`). At B = 1 the window
+holds 20 drafts, so one unlucky stretch would otherwise park the controller at k = 0 (issue 13's
+T = 0.8 cell: 52% of batches at k = 0 where a fixed k = 1 paid 7%); at B = 16 it holds 320 and
+the bound is close to the point estimate. `zero_confidence = 0` restores the symmetric rule.
+
 k = 0 is sticky by nature: a batch without drafts yields no acceptance feedback. With
 `probe_interval` > 0, after that many completed batches at k = 0 the controller plans one batch
 at the best k >= 1 under the current estimate (a probe, recorded; issue 13: the cheapest useful
@@ -63,8 +72,13 @@ class StepPolicy:
     window_size: int = 20
     update_interval: int = 5
     switch_min_gain: float = 0.05
+    # k = 0 against speculation: speculation is scored with acceptance this many standard errors
+    # above the window's estimate (Wilson bound); 0 = the point estimate, R-C2's rule unchanged
+    zero_confidence: float = 1.0
 
     def __post_init__(self):
+        if not self.zero_confidence >= 0:
+            raise ValueError(f"policy.zero_confidence must be >= 0, got {self.zero_confidence}")
         if self.window_size < 1:
             raise ValueError(f"policy.window_size must be >= 1, got {self.window_size}")
         if self.update_interval < 1:
@@ -113,6 +127,7 @@ class StepDecision:
     reason: str  # "switch", "keep", "no feedback", "fallback: ...", "probe"
     predicted: dict[int, float] = field(default_factory=dict)
     gain: float | None = None  # (best - current) / current
+    optimistic: dict[int, float] = field(default_factory=dict)  # k >= 1 under the upper bound (k = 0 in play)
 
 
 class DraftStepController:
@@ -223,7 +238,8 @@ class DraftStepController:
         share = f"<= {100.0 / self.probe_interval:.1f}% of batches" if self.probe_interval else "never"
         return (f"[adaspec] exploration: the first batch chooses k from the cost table under a prior acceptance "
                 f"of {self.window.prior_rate:g} per position (not k_max); at k = 0 one probe batch runs the best "
-                f"k >= 1 after every {self.probe_interval} batches (probe rate {share})")
+                f"k >= 1 after every {self.probe_interval} batches (probe rate {share}); k = 0 is compared with "
+                f"speculation at {self.policy.zero_confidence:g} standard errors above the measured acceptance")
 
     def exploration_summary(self) -> dict:
         rounds = sum(self.k_histogram.values())  # every batch planned, fallbacks included (as /metrics)
@@ -235,8 +251,13 @@ class DraftStepController:
         if not self.window.has_data:
             self.decisions.append(StepDecision(self.completed, batch_size, bcap, previous, previous, "no feedback"))
             return
-        best, predicted = best_step(batch_size, self.window.prefix_acceptance(), table, self.allow_zero)
-        if previous in predicted:
+        a = self.window.prefix_acceptance()
+        best, predicted = best_step(batch_size, a, table, self.allow_zero)
+        z = self.policy.zero_confidence
+        optimistic: dict[int, float] = {}
+        if 0 in predicted and z > 0 and len(predicted) > 1:
+            best, gain, switch, optimistic = self._zero_choice(batch_size, a, table, predicted, previous, z)
+        elif previous in predicted:
             current = predicted[previous]
             gain = (predicted[best] - current) / current
             switch = gain > self.policy.switch_min_gain
@@ -248,8 +269,34 @@ class DraftStepController:
                 self._zero_since = self.completed
         self.decisions.append(
             StepDecision(self.completed, batch_size, bcap, previous, self.k,
-                         "switch" if self.k != previous else "keep", predicted, gain)
+                         "switch" if self.k != previous else "keep", predicted, gain, optimistic)
         )
+
+    def _zero_choice(self, batch_size, a, table, predicted, previous, z):
+        """k = 0 against speculation, with speculation scored optimistically (adaspec's extension).
+
+        A round at k = 0 returns no acceptance, so an estimate that fell below break-even on a
+        short unlucky stretch would otherwise stand until probes slowly replace it (at B = 1 the
+        window holds only 20 drafts). The best k >= 1 is chosen on the point estimate as always,
+        but it is compared with k = 0 at the window's upper confidence bound (`zero_confidence`
+        standard errors, Wilson): plain decode is entered only when it beats even that, by more
+        than `switch_min_gain`, and left as soon as the bound says speculation may pay. The
+        bound narrows with the number of drafts in the window, so large batches decide on
+        nearly their point estimate. Returns (best, gain, switch, optimistic throughputs)."""
+        spec = {k: c for k, c in table.items() if k > 0}
+        k_spec, _ = best_step(batch_size, a, spec, allow_zero=False)
+        upper = self.window.prefix_acceptance(z)
+        optimistic = {k: step_throughput(batch_size, upper, k, c) for k, c in spec.items()}
+        plain = predicted[0]
+        if previous == 0:  # leave k = 0 when speculation may pay: no min gain against a stale estimate
+            gain = (optimistic[k_spec] - plain) / plain
+            return k_spec, gain, gain >= 0.0, optimistic
+        current = optimistic.get(previous, optimistic[k_spec])
+        gain = (plain - current) / current
+        if gain > self.policy.switch_min_gain:
+            return 0, gain, True, optimistic
+        gain = (predicted[k_spec] - predicted[previous]) / predicted[previous] if previous in predicted else None
+        return k_spec, gain, gain is None or gain > self.policy.switch_min_gain, optimistic
 
     def _table(self, bcap: int | None) -> tuple[dict[int, float] | None, str | None]:
         """Per-bcap cost table {k: ms} (cached: the table is immutable), or None + why not covered."""

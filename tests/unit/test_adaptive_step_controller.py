@@ -205,3 +205,55 @@ def test_cold_start_at_k_zero_probes_at_a_bounded_counted_rate():
     s = ctrl.exploration_summary()
     assert s["rounds"] == 55 and s["probes"] == len(probes) and s["probe_share"] <= 1 / 10 + 1e-9
     assert "probe rate <= 10.0% of batches" in ctrl.describe_exploration()
+
+
+# ---- k = 0 against an optimistic speculation (issue 13; adaspec's extension, zero_confidence) ----
+PLAIN_VS_K1 = {0: 1.0, 1: 1.25}  # k = 1 pays iff a_1 > 0.25
+
+
+def test_wilson_upper_bound_hand_computed():
+    from adaspec.adaptive.feedback import wilson_upper
+
+    # 3 of 20, z = 1: (0.15 + 0.025 + sqrt(0.15 * 0.85 / 20 + 1 / 1600)) / 1.05
+    assert wilson_upper(3, 20, 1.0) == pytest.approx((0.175 + math.sqrt(0.007)) / 1.05)
+    assert wilson_upper(0, 20, 1.0) == pytest.approx(0.05 / 1.05)
+    assert wilson_upper(20, 20, 1.0) == pytest.approx(1.0) and wilson_upper(3, 20, 0.0) == 0.15
+    assert wilson_upper(30, 200, 1.0) < wilson_upper(3, 20, 1.0)  # tighter with more drafts
+
+
+def _at_k1(batch: int, accepted_of_20: int, z: float) -> DraftStepController:
+    ctrl = DraftStepController(1, StepPolicy(window_size=20, update_interval=5, zero_confidence=z),
+                               table_cost(PLAIN_VS_K1), pad_requests, cold_start="k_max")
+    assert ctrl.plan(batch) == 1
+    for i in range(20):  # 20 batches; the first `accepted_of_20` accept every draft
+        feed(ctrl, 1, [1] * batch, [1 if i < accepted_of_20 else 0] * batch)
+    return ctrl
+
+
+def test_a_short_window_below_break_even_keeps_speculating_while_its_upper_bound_may_pay():
+    """B = 1: 3 of 20 accepted predicts plain 8.7% better (the symmetric rule leaves for k = 0),
+    but the upper bound (0.246) puts k = 1 within 0.3% of plain: keep k = 1."""
+    ctrl = _at_k1(1, 3, z=0.0)
+    assert ctrl.plan(1) == 0 and ctrl.decisions[-1].reason == "switch"
+    ctrl = _at_k1(1, 3, z=1.0)
+    assert ctrl.plan(1) == 1
+    d = ctrl.decisions[-1]
+    assert d.reason == "keep" and d.predicted[0] > d.predicted[1] * 1.05
+    assert d.optimistic[1] == pytest.approx((1 + (0.175 + math.sqrt(0.007)) / 1.05) / 1.25)
+
+
+def test_a_large_window_decides_on_nearly_its_point_estimate():
+    """B = 16: the same 15% over 320 drafts has a bound of ~0.17, and plain wins by > 5%."""
+    ctrl = _at_k1(16, 3, z=1.0)
+    assert ctrl.plan(16) == 0 and ctrl.decisions[-1].reason == "switch"
+
+
+def test_k_zero_is_left_as_soon_as_the_upper_bound_says_speculation_may_pay():
+    """At k = 0 only probes refresh the window; when they lift the bound above break-even the
+    controller leaves k = 0 at that re-score, without the min gain (the point estimate, 5 of 20 =
+    break-even exactly, would keep k = 0 under the symmetric rule)."""
+    for z, expect in ((1.0, 1), (0.0, 0)):
+        ctrl = _at_k1(1, 0, z=z)
+        assert ctrl.plan(1) == 0  # nothing accepted: plain beats even the bound (0.048)
+        feed(ctrl, 5, [1], [1])  # five probes accept: 5 of the last 20
+        assert ctrl.plan(1) == expect, z
