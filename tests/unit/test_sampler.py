@@ -350,15 +350,14 @@ def test_first_argmax_is_argmax_including_ties():
             assert torch.equal(first_argmax(x), x.argmax(dim=-1))
 
 
-def test_inverse_cdf_never_picks_a_zero_probability_token_at_the_ends_of_u():
-    """The sampler's inverse transform (issue 13: one uniform per row instead of a vocabulary of
-    exponential noise): u = 0 picks the first token with mass, the largest u below 1 the last one,
-    even with filtered-out (probability 0) tokens at both ends and between."""
-    from adaspec.sampling.sampler import inverse_cdf
 
-    p = torch.tensor([0.0, 0.5, 0.0, 0.25, 0.25, 0.0, 0.0])
-    lo, hi = torch.tensor([0.0], dtype=torch.float64), torch.tensor([1 - 2**-53], dtype=torch.float64)
-    assert int(inverse_cdf(p, lo)) == 1 and int(inverse_cdf(p, hi)) == 4
-    assert int(inverse_cdf(p, torch.tensor([0.5], dtype=torch.float64))) == 3  # half the mass lies before token 3
-    unnormalised = p * 3.0  # the row's own total, not 1, is the scale of u
-    assert int(inverse_cdf(unnormalised, hi)) == 4 and int(inverse_cdf(unnormalised, lo)) == 1
+def test_exponential_noise_is_unit_exponential_and_reproducible():
+    """The race's noise (issue 13: rand + log1p instead of Tensor.exponential_): E >= 0, finite,
+    mean 1 and P(E > 1) = 1/e within sampling error, and a function of the generator's seed alone."""
+    from adaspec.sampling.sampler import exponential_noise
+
+    e = exponential_noise((200_000,), torch.Generator().manual_seed(5), "cpu")
+    assert e.dtype == torch.float32 and bool(torch.isfinite(e).all()) and float(e.min()) >= 0.0
+    assert abs(float(e.mean()) - 1.0) < 0.01 and abs(float((e > 1).float().mean()) - math.exp(-1)) < 0.005
+    again = exponential_noise((200_000,), torch.Generator().manual_seed(5), "cpu")
+    assert torch.equal(e, again)
