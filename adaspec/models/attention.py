@@ -92,24 +92,38 @@ def build_layout(
     return RaggedLayout(row_slot=as_long(row_slot), row_pos=as_long(row_pos), groups=groups)
 
 
+# Keys are read in whole blocks of KEY_BLOCK positions (the cache is allocated to a multiple of it,
+# runner/kv_cache.py) and the positions past a request's length are masked. SDPA's CPU kernel sums a
+# row's keys in vector chunks with a tail for the remainder, so a row whose key count crosses a chunk
+# boundary when other rows join it (a verify block reads its own rows' keys too) was rounded
+# differently from the same row decoded alone: on the bundled model a verify block's first row
+# differed from the plain row in its last bits at 3 of every 16 context lengths (~3e-5 in the
+# logits), enough to move a seeded sample now and then (R-B5) and a greedy near-tie in principle.
+# With whole blocks every row sums the same chunks; the extra keys are masked, i.e. exact zeros.
+KEY_BLOCK = 16
+
+
+def padded_length(length: int) -> int:
+    """`length` rounded up to a whole number of KEY_BLOCK key positions."""
+    return -(-length // KEY_BLOCK) * KEY_BLOCK
+
+
 def _group(slots, starts, q_lens, rows, device, sliding_window) -> AttentionGroup:
     num_req, q_max = len(slots), max(q_lens)
-    ctx_len = max(s + q for s, q in zip(starts, q_lens))
+    ctx_len = padded_length(max(s + q for s, q in zip(starts, q_lens)))
     pad_index = [i for b, q in enumerate(q_lens) for i in range(b * q_max, b * q_max + q)]
     dense = all(q == q_max for q in q_lens)
-    mask = None
-    single_row_at_end = num_req == 1 and q_max == 1
-    if not single_row_at_end or sliding_window is not None:
-        qpos = torch.full((num_req, q_max), -1, dtype=torch.long)
-        for b, (start, q) in enumerate(zip(starts, q_lens)):
-            qpos[b, :q] = torch.arange(start, start + q)
-        keys = torch.arange(ctx_len)
-        allowed = keys[None, None, :] <= qpos[:, :, None]
-        if sliding_window is not None:
-            allowed &= keys[None, None, :] > qpos[:, :, None] - sliding_window
-        # padding rows see key 0 only: a fully masked row would turn into NaN inside softmax
-        allowed[:, :, 0] |= qpos < 0
-        mask = allowed[:, None].to(device)
+    # every group is masked: at least its padded key positions (KEY_BLOCK)
+    qpos = torch.full((num_req, q_max), -1, dtype=torch.long)
+    for b, (start, q) in enumerate(zip(starts, q_lens)):
+        qpos[b, :q] = torch.arange(start, start + q)
+    keys = torch.arange(ctx_len)
+    allowed = keys[None, None, :] <= qpos[:, :, None]
+    if sliding_window is not None:
+        allowed &= keys[None, None, :] > qpos[:, :, None] - sliding_window
+    # padding rows see key 0 only: a fully masked row would turn into NaN inside softmax
+    allowed[:, :, 0] |= qpos < 0
+    mask = allowed[:, None].to(device)
     return AttentionGroup(
         rows=rows,
         slots=torch.tensor(slots, dtype=torch.long, device=device),

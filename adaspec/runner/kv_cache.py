@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import torch
 
+from ..models.attention import padded_length
+
 
 class KVCache:
     def __init__(
@@ -26,7 +28,9 @@ class KVCache:
     ):
         self.num_slots = num_slots
         self.max_len = max_len
-        shape = (num_slots, num_kv_heads, max_len, head_dim)
+        # allocated in whole key blocks: attention reads keys up to a multiple of KEY_BLOCK (masked past
+        # each request's length), so that a row's rounding does not depend on its neighbours
+        shape = (num_slots, num_kv_heads, padded_length(max_len), head_dim)
         # zeros, not empty: masked positions are multiplied by 0 in attention, and 0 * NaN from
         # uninitialised memory would poison the output.
         self.k = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(num_layers)]

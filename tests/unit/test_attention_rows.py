@@ -4,8 +4,11 @@ A verify block brings 1 + k rows of one request, plain decode one. With the quer
 head folded into query rows (models/attention.py), a row's attention output has the same bits
 whether it is computed in a block of several rows or alone, as long as the call reads the same
 keys (the same longest context in the group). SDPA's `enable_gqa` path, used before, rounded
-almost every such row differently. The key count still changes the rounding (~1e-7), which is
-why end-to-end exactness is checked on tokens (test_spec_rounds, test_adaptive_losslessness).
+almost every such row differently. Keys are also read in whole KEY_BLOCKs (masked past a
+request's length): SDPA's CPU kernel sums a row's keys in vector chunks plus a tail, so before that
+a row decoded alone and the same row inside a block (or beside a longer request) were rounded
+differently whenever their key counts straddled a chunk boundary -- at 5 of 27 context lengths for
+a verify block's rows and at 25 of 27 beside a longer request, on the bundled model.
 """
 
 from __future__ import annotations
@@ -69,3 +72,26 @@ def test_folded_attention_computes_grouped_query_attention(heads, kvh, dim):
         out = F.scaled_dot_product_attention(qs.transpose(0, 1), keys, vals, attn_mask=allowed[None])
         want.append(out.transpose(0, 1).reshape(n, heads * dim))
     torch.testing.assert_close(got, torch.cat(want), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("heads,kvh,dim", SHAPES)
+def test_rows_keep_their_bits_across_key_chunk_boundaries(heads, kvh, dim):
+    """Issue 13 (R-B5): at every context length 17..70, each row of a 4-row verify block equals the
+    same row decoded alone at its own length, and a decode row beside a request with 40 more keys
+    equals it alone. Exact bits, so seeded sampling cannot tell the round shapes apart."""
+    g = torch.Generator().manual_seed(heads * 100 + dim)
+    ck, cv = _cache(3, kvh, 256, dim, g)
+    for ctx in range(17, 71):
+        start = ctx - 4
+        q = torch.randn(4, heads, dim, generator=g)
+        k, v = (torch.randn(4, kvh, dim, generator=g) for _ in range(2))
+        block = ragged_attention(q, k, v, ck.clone(), cv.clone(), build_layout([1], [start], [4]))
+        seq_k, seq_v = ck.clone(), cv.clone()
+        for i in range(4):  # plain decode: one row at a time, each at its own length
+            alone = ragged_attention(q[i:i + 1], k[i:i + 1], v[i:i + 1], seq_k, seq_v, build_layout([1], [start + i], [1]))
+            assert torch.equal(alone[0], block[i]), f"ctx {ctx}, row {i}"
+        other = torch.randn(1, heads, dim, generator=g), *(torch.randn(1, kvh, dim, generator=g) for _ in range(2))
+        beside = ragged_attention(torch.cat([q[:1], other[0]]), torch.cat([k[:1], other[1]]), torch.cat([v[:1], other[2]]),
+                                  ck.clone(), cv.clone(), build_layout([1, 2], [start, start + 40], [1, 1]))
+        alone = ragged_attention(q[:1], k[:1], v[:1], ck.clone(), cv.clone(), build_layout([1], [start], [1]))
+        assert torch.equal(beside[0], alone[0]), f"ctx {ctx}: beside a longer request"
