@@ -4,8 +4,9 @@ A forward carries `T` new rows in one flat tensor; request b contributes `q_b` c
 positions `start_b .. start_b + q_b - 1`. Projections and MLPs run on the flat rows (no padding
 where the cost is). Only attention groups rows by request: queries are scattered into a
 `[B, q_max]` grid (a no-op reshape when every request brings the same number of rows, as in plain
-decode) and attend to their slot's cache up to the longest context of the batch, with a mask that
-hides each request's future and anything past its own length. Requests of very different row
+decode) and attend to their slot's cache up to the longest context of the batch, rounded up to whole
+KEY_BLOCKs, with a mask that hides each request's future and anything past its own length (so a
+row's bits do not depend on which rows share its call, see KEY_BLOCK). Requests of very different row
 counts (a prefill chunk beside decode rows) attend in separate groups, so nobody is padded to a
 long chunk.
 """
@@ -26,7 +27,7 @@ class AttentionGroup:
     slots: torch.Tensor  # [B] int64, cache slot of each request
     slot_range: tuple[int, int] | None  # (first, stop) when slots are consecutive: cache view, no gather
     pad_index: torch.Tensor | None  # [Tg] int64 into the [B * q_max] grid; None when dense
-    mask: torch.Tensor | None  # [B, 1, q_max, L] bool, True = may attend; None = no masking needed
+    mask: torch.Tensor | None  # [B, 1, q_max, L] bool, True = may attend (always built: L is padded to KEY_BLOCK)
     num_requests: int
     q_max: int
     ctx_len: int  # L: keys 0..L-1 are read

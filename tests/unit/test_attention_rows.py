@@ -46,7 +46,7 @@ def test_a_verify_row_has_the_bits_of_the_same_row_alone(heads, kvh, dim, ctx):
         ck2, cv2 = ck.clone(), cv.clone()
         alone = ragged_attention(qi, ki, vi, ck2, cv2, layout)
         assert torch.equal(alone[0], block[i]), f"row {i} of the block"
-    # the last row as a plain single-request decode step (no mask at all) at the same length
+    # the last row as a plain single-request decode step at the same length
     last = ragged_attention(q[-1:], k[-1:], v[-1:], ck.clone(), cv.clone(), build_layout([1], [ctx - 1], [1]))
     assert torch.equal(last[0], block[-1])
 
