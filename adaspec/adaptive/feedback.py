@@ -118,34 +118,36 @@ class AcceptanceWindow:
     def batches_in_window(self) -> int:
         return len(self._batches)
 
-    def conditional_rates(self, z: float = 0.0) -> np.ndarray:
+    def conditional_rates(self, z: float = 0.0, weight: float = 1.0) -> np.ndarray:
         """alpha_i per position ([max_steps] float64), unseen positions filled as documented above.
         `z` > 0: each measured rate is replaced by its Wilson upper confidence bound `z` standard
-        errors above it (`wilson_upper`), an optimistic estimate that tightens with the count."""
+        errors above it (`wilson_upper`), computed as if the window held `weight` times its counts
+        (weight < 1: older evidence, a wider bound)."""
         if not self.has_data:
             return np.full(self.max_steps, self.prior_rate)
         alpha = np.empty(self.max_steps)
         last = self.prior_rate  # never used: position 1 is always reached when a draft exists
         for i in range(self.max_steps):
             if self._reached[i] > 0:
-                last = wilson_upper(int(self._accepted[i]), int(self._reached[i]), z)
+                last = wilson_upper(float(self._accepted[i]) * weight, float(self._reached[i]) * weight, z)
             alpha[i] = last
         return alpha
 
-    def prefix_acceptance(self, z: float = 0.0) -> np.ndarray:
+    def prefix_acceptance(self, z: float = 0.0, weight: float = 1.0) -> np.ndarray:
         """a_i = P(first i drafts all accepted), i = 1..max_steps ([max_steps] float64, non-increasing);
-        `z` > 0: the optimistic product of `conditional_rates(z)`."""
-        return np.cumprod(self.conditional_rates(z))
+        `z` > 0: the optimistic product of `conditional_rates(z, weight)`."""
+        return np.cumprod(self.conditional_rates(z, weight))
 
     def verified_counts(self) -> np.ndarray:
         """v_i over the window (for metrics: how many drafts measured each position)."""
         return self._verified.copy()
 
 
-def wilson_upper(successes: int, trials: int, z: float) -> float:
-    """Upper end of the Wilson score interval of a binomial rate (`z` = 0: the plain ratio)."""
-    if trials < 1:
-        raise ValueError(f"trials must be >= 1, got {trials}")
+def wilson_upper(successes: float, trials: float, z: float) -> float:
+    """Upper end of the Wilson score interval of a binomial rate (`z` = 0: the plain ratio).
+    Counts may be fractional (down-weighted evidence)."""
+    if not trials > 0:
+        raise ValueError(f"trials must be > 0, got {trials}")
     p = successes / trials
     if z <= 0.0:
         return p

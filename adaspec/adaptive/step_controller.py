@@ -36,14 +36,16 @@ longest KV length, R-F7) says no, the batch runs at k_max (full width) and the d
 says so; the controller's own k is kept for covered batches. A missing k = 0 cost only removes
 k = 0. `cost_ms` must be a pure function of (bcap, k): its values are cached per Bcap.
 
-k = 0 against speculation (adaspec's extension, `zero_confidence`, default 1): the best k >= 1 is
-chosen on the window's point estimate as R-C2 says, but compared with k = 0 at the estimate's
-upper confidence bound (Wilson, `zero_confidence` standard errors). Plain decode is entered only
-when it beats even the optimistic speculation by more than `switch_min_gain`, and left at the
-first re-score where the bound says speculation may pay (`_zero_choice`). At B = 1 the window
-holds 20 drafts, so one unlucky stretch would otherwise park the controller at k = 0 (issue 13's
-T = 0.8 cell: 52% of batches at k = 0 where a fixed k = 1 paid 7%); at B = 16 it holds 320 and
-the bound is close to the point estimate. `zero_confidence = 0` restores the symmetric rule.
+Leaving k = 0 (adaspec's extension, `zero_confidence`, default 1): at k >= 1 every rule above is
+R-C2's. At k = 0 the window cannot refresh (only probes add a batch), so its evidence ages: the
+re-score compares plain with the best k >= 1 scored at the window's upper confidence bound
+(Wilson, `zero_confidence` standard errors) computed as if the window held 2^(-t / window_size)
+of its counts, t = batches since k = 0 took effect, and leaves k = 0 when that beats plain by
+more than `switch_min_gain` (`_leave_zero`). A call that was close is revisited within a few
+batches, a clear loss only after the bound has widened for several windows, so exploration
+follows the margin. At B = 1 the window holds 20 drafts and one unlucky stretch parked the
+symmetric rule at k = 0 (issue 13's T = 0.8 cell: 52% of batches at k = 0 where a fixed k = 1
+paid 7%). `zero_confidence = 0` keeps the symmetric rule (k = 0 left only through probes).
 
 k = 0 is sticky by nature: a batch without drafts yields no acceptance feedback. With
 `probe_interval` > 0, after that many completed batches at k = 0 the controller plans one batch
@@ -72,8 +74,8 @@ class StepPolicy:
     window_size: int = 20
     update_interval: int = 5
     switch_min_gain: float = 0.05
-    # k = 0 against speculation: speculation is scored with acceptance this many standard errors
-    # above the window's estimate (Wilson bound); 0 = the point estimate, R-C2's rule unchanged
+    # at k = 0, speculation is scored this many standard errors above the window's (aged) estimate
+    # (Wilson bound) when deciding to leave k = 0; 0 = the point estimate, R-C2's rule unchanged
     zero_confidence: float = 1.0
 
     def __post_init__(self):
@@ -127,7 +129,7 @@ class StepDecision:
     reason: str  # "switch", "keep", "no feedback", "fallback: ...", "probe"
     predicted: dict[int, float] = field(default_factory=dict)
     gain: float | None = None  # (best - current) / current
-    optimistic: dict[int, float] = field(default_factory=dict)  # k >= 1 under the upper bound (k = 0 in play)
+    optimistic: dict[int, float] = field(default_factory=dict)  # at k = 0: k >= 1 under the aged upper bound
 
 
 class DraftStepController:
@@ -167,6 +169,7 @@ class DraftStepController:
         self.last_probe = False  # whether the batch plan() returned last is a probe
         self._epoch = 0  # completed // update_interval at the last re-score
         self._zero_since = 0  # completed count when k = 0 took effect (or the last probe)
+        self._zero_entered = 0  # completed count when k = 0 took effect (probes do not reset it)
         self._tables: dict[int, tuple[dict[int, float] | None, str | None]] = {}
         self._fallback_bcap: object = ()  # (bcap, why) of the last recorded fallback: one record per episode
         self.decisions: deque[StepDecision] = deque(maxlen=history)
@@ -214,7 +217,7 @@ class DraftStepController:
             best, predicted = best_step(batch_size, self.window.prefix_acceptance(), table, self.allow_zero)
             self.k = best
             if best == 0:
-                self._zero_since = self.completed
+                self._zero_since = self._zero_entered = self.completed
             self.decisions.append(StepDecision(self.completed, batch_size, bcap, previous, best,
                                                f"cold start (prior rate {self.window.prior_rate:g})", predicted))
 
@@ -238,8 +241,9 @@ class DraftStepController:
         share = f"<= {100.0 / self.probe_interval:.1f}% of batches" if self.probe_interval else "never"
         return (f"[adaspec] exploration: the first batch chooses k from the cost table under a prior acceptance "
                 f"of {self.window.prior_rate:g} per position (not k_max); at k = 0 one probe batch runs the best "
-                f"k >= 1 after every {self.probe_interval} batches (probe rate {share}); k = 0 is compared with "
-                f"speculation at {self.policy.zero_confidence:g} standard errors above the measured acceptance")
+                f"k >= 1 after every {self.probe_interval} batches (probe rate {share}); k = 0 is left when speculation "
+                f"{self.policy.zero_confidence:g} standard errors above the measured acceptance, whose weight halves "
+                f"every {self.policy.window_size} batches at k = 0, beats plain by > {self.policy.switch_min_gain:g}")
 
     def exploration_summary(self) -> dict:
         rounds = sum(self.k_histogram.values())  # every batch planned, fallbacks included (as /metrics)
@@ -253,10 +257,10 @@ class DraftStepController:
             return
         a = self.window.prefix_acceptance()
         best, predicted = best_step(batch_size, a, table, self.allow_zero)
-        z = self.policy.zero_confidence
         optimistic: dict[int, float] = {}
-        if 0 in predicted and z > 0 and len(predicted) > 1:
-            best, gain, switch, optimistic = self._zero_choice(batch_size, a, table, predicted, previous, z)
+        if previous == 0 and 0 in predicted and self.policy.zero_confidence > 0 and len(predicted) > 1:
+            best, gain, optimistic = self._leave_zero(batch_size, a, table, predicted[0])
+            switch = gain > self.policy.switch_min_gain
         elif previous in predicted:
             current = predicted[previous]
             gain = (predicted[best] - current) / current
@@ -266,37 +270,22 @@ class DraftStepController:
         if switch and best != previous:
             self.k = best
             if best == 0:
-                self._zero_since = self.completed
+                self._zero_since = self._zero_entered = self.completed
         self.decisions.append(
             StepDecision(self.completed, batch_size, bcap, previous, self.k,
                          "switch" if self.k != previous else "keep", predicted, gain, optimistic)
         )
 
-    def _zero_choice(self, batch_size, a, table, predicted, previous, z):
-        """k = 0 against speculation, with speculation scored optimistically (adaspec's extension).
-
-        A round at k = 0 returns no acceptance, so an estimate that fell below break-even on a
-        short unlucky stretch would otherwise stand until probes slowly replace it (at B = 1 the
-        window holds only 20 drafts). The best k >= 1 is chosen on the point estimate as always,
-        but it is compared with k = 0 at the window's upper confidence bound (`zero_confidence`
-        standard errors, Wilson): plain decode is entered only when it beats even that, by more
-        than `switch_min_gain`, and left as soon as the bound says speculation may pay. The
-        bound narrows with the number of drafts in the window, so large batches decide on
-        nearly their point estimate. Returns (best, gain, switch, optimistic throughputs)."""
+    def _leave_zero(self, batch_size, a, table, plain):
+        """At k = 0: (the best k >= 1 on the point estimate, its optimistic gain over plain, the
+        optimistic throughputs). The bound is the window's Wilson bound at `zero_confidence`
+        standard errors with the counts weighted 2^(-t / window_size), t = batches at k = 0."""
         spec = {k: c for k, c in table.items() if k > 0}
         k_spec, _ = best_step(batch_size, a, spec, allow_zero=False)
-        upper = self.window.prefix_acceptance(z)
+        age = self.completed - self._zero_entered
+        upper = self.window.prefix_acceptance(self.policy.zero_confidence, 0.5 ** (age / self.policy.window_size))
         optimistic = {k: step_throughput(batch_size, upper, k, c) for k, c in spec.items()}
-        plain = predicted[0]
-        if previous == 0:  # leave k = 0 when speculation may pay: no min gain against a stale estimate
-            gain = (optimistic[k_spec] - plain) / plain
-            return k_spec, gain, gain >= 0.0, optimistic
-        current = optimistic.get(previous, optimistic[k_spec])
-        gain = (plain - current) / current
-        if gain > self.policy.switch_min_gain:
-            return 0, gain, True, optimistic
-        gain = (predicted[k_spec] - predicted[previous]) / predicted[previous] if previous in predicted else None
-        return k_spec, gain, gain is None or gain > self.policy.switch_min_gain, optimistic
+        return k_spec, (optimistic[k_spec] - plain) / plain, optimistic
 
     def _table(self, bcap: int | None) -> tuple[dict[int, float] | None, str | None]:
         """Per-bcap cost table {k: ms} (cached: the table is immutable), or None + why not covered."""
