@@ -28,7 +28,7 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 
-from ..models.attention import build_layout, grouped_attention, tile_mask
+from ..models.attention import build_layout, grouped_attention, padded_length, tile_mask
 from ..models.config import ModelConfig
 from ..models.llama import DecoderLayer, RMSNorm
 from ..models.rope import RotaryEmbedding, apply_rotary
@@ -190,8 +190,9 @@ class MTPDraft(nn.Module):
     # ---- Drafter protocol -----------------------------------------------------------------------
     def allocate(self, num_slots: int, max_len: int) -> None:
         p = self.norm.weight  # not a linear weight: those may be packed (models/linear.py)
-        # room for proposals past the target's last position (they are never verified there)
-        shape = (num_slots, self.cfg.num_kv_heads, max_len + self.max_steps, self.cfg.head_dim)
+        # room for proposals past the target's last position (they are never verified there), in
+        # whole key blocks: the layouts read keys up to a multiple of KEY_BLOCK (models/attention.py)
+        shape = (num_slots, self.cfg.num_kv_heads, padded_length(max_len + self.max_steps), self.cfg.head_dim)
         self.cache_k = torch.zeros(shape, dtype=p.dtype, device=p.device)
         self.cache_v = torch.zeros(shape, dtype=p.dtype, device=p.device)
 

@@ -242,3 +242,16 @@ def test_load_with_the_target_directory_checks_the_fingerprint(target, tiny_llam
     save_draft(make_draft("mtp", cfg, model), tmp_path / "other", "gguf-sha256:0123")
     with pytest.raises(DraftLoadError, match="other target weights"):
         load_drafter(tmp_path / "other", "mtp", model, tiny_llama_dir)
+
+
+def test_mtp_drafts_its_full_step_count_at_the_end_of_the_context(target):
+    """The draft's layouts read keys in whole KEY_BLOCKs (models/attention.py), so its cache is
+    allocated to a multiple of them: proposing max_steps tokens from the last position of a slot
+    allocated for exactly that many positions must not read past the cache."""
+    cfg, model, _ = target
+    toks, hidden, captured = sequences(cfg, model, [19])
+    draft = make_draft("mtp", cfg, model)
+    for positions in (17, 18):  # the last draft step reads positions + max_steps - 1 keys
+        draft.allocate(1, positions)
+        out = draft.draft(batch(toks, features(draft, hidden, captured), [0], [0], [positions], draft.max_steps))
+        assert out.tokens.shape == (1, draft.max_steps)
