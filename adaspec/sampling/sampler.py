@@ -29,10 +29,13 @@ whatever the rest of the batch is. The noise is ``E = -log(1 - U)`` from float64
 old noise made T > 0 rounds dearer than the greedy cost tables say (issue 13).
 
 Why not inverse-transform sampling (one uniform per row, a cumulative sum), which is cheaper
-still: a verify row's logits are not always bit-identical to the plain row's (about 3e-5 apart
-on the bundled model), and the token a cumulative sum picks moves whenever ``u`` lands in the
-shifted mass. On real plain/verify logit pairs it flipped 4.5e-4 of the draws, the race none of
-64000, so seeded speculative output (R-B5) stays equal to seeded plain output with the race.
+still: it moves its pick whenever ``u`` lands in mass shifted by last-bit logit differences, the
+race only at a near-tie of its top two ratios. Before models/attention.py read keys in whole
+KEY_BLOCKs, a verify row's logits were up to 7.4e-5 from the plain row's; on those real pairs the
+inverse transform moved 138 of 192000 seeded draws and the race none (bench/sampling_cost.py
+--parts=robustness). Rows are bit-identical now on the row-independent backends, but fp32 (MKL)
+products still depend on the row count, so the race stays: seeded speculative output equals
+seeded plain output (R-B5).
 Nothing here syncs with the host (no ``.item()``).
 """
 
