@@ -67,16 +67,22 @@ def race_exponential_(probs, generators):
     return (probs / noise.clamp_(min=torch.finfo(noise.dtype).tiny)).max(dim=-1).indices
 
 
+def inverse_tokens(probs_row, u):
+    """Inverse-transform picks of one row for uniforms `u` ([n] float64): the first index whose
+    float64 cumulative probability exceeds u times the row's total (kept below the total)."""
+    import torch
+
+    cum = probs_row.to(torch.float64).cumsum(0)
+    return torch.searchsorted(cum, torch.minimum(u * cum[-1:], torch.nextafter(cum[-1:], cum[:1] * 0)), right=True)
+
+
 def inverse_transform(probs, generators):
     """One float64 uniform per row against the row's float64 cumulative sum (not adopted)."""
     import torch
 
     out = torch.empty(probs.shape[0], dtype=torch.long)
     for i, g in enumerate(generators):
-        cum = probs[i].to(torch.float64).cumsum(0)
-        u = torch.rand(1, dtype=torch.float64, generator=g)
-        out[i] = torch.searchsorted(cum, torch.minimum(u * cum[-1:], torch.nextafter(cum[-1:], cum[:1] * 0)),
-                                    right=True)[0]
+        out[i] = inverse_tokens(probs[i], torch.rand(1, dtype=torch.float64, generator=g))[0]
     return out
 
 
@@ -116,6 +122,7 @@ def robustness(args) -> dict:
     import torch
 
     import adaspec.runner.round_runner as rr
+    from adaspec.sampling.sampler import exponential_noise
 
     recorded: dict = {}
     real_sample = rr.sample
@@ -156,13 +163,10 @@ def robustness(args) -> dict:
     differing = sum(not torch.equal(a, b) for a, b in pairs)
     for a, b in pairs:
         pa, pb = ((x.float() / args.temperature).softmax(-1) for x in (a, b))
-        ca, cb = pa.double().cumsum(0), pb.double().cumsum(0)
         u = torch.rand(args.draws, dtype=torch.float64, generator=g)
-        flips["inverse"] += int((torch.searchsorted(ca, u * ca[-1], right=True)
-                                 != torch.searchsorted(cb, u * cb[-1], right=True)).sum())
+        flips["inverse"] += int((inverse_tokens(pa, u) != inverse_tokens(pb, u)).sum())
         for start in range(0, args.draws, 100):
-            n = min(100, args.draws - start)
-            e = torch.rand(n, pa.shape[0], dtype=torch.float64, generator=g).neg_().log1p_().neg_().float()
+            e = exponential_noise((min(100, args.draws - start), pa.shape[0]), g, "cpu")
             flips["race"] += int(((pa / e).max(-1).indices != (pb / e).max(-1).indices).sum())
     draws = len(pairs) * args.draws
     max_diff = max(((a - b).abs().max().item() for a, b in pairs), default=0.0)

@@ -119,6 +119,11 @@ def best_step(
     return best, predicted
 
 
+def _best_speculative(batch_size: int, prefix_acceptance, table: dict[int, float]) -> int:
+    """The best k >= 1 of a Bcap's table (what a probe runs, and where k = 0 is left to)."""
+    return best_step(batch_size, prefix_acceptance, {k: c for k, c in table.items() if k > 0}, allow_zero=False)[0]
+
+
 @dataclass(frozen=True)
 class StepDecision:
     completed: int  # completed batches visible when decided
@@ -229,8 +234,7 @@ class DraftStepController:
         k = self.k
         if k == 0 and self.probe_interval and self.completed - self._zero_since >= self.probe_interval:
             self._zero_since = self.completed
-            speculative = {x: c for x, c in table.items() if x > 0}
-            k = best_step(batch_size, self.window.prefix_acceptance(), speculative, allow_zero=False)[0]
+            k = _best_speculative(batch_size, self.window.prefix_acceptance(), table)
             self.probe_rounds += 1
             self.last_probe = True
             self.decisions.append(StepDecision(self.completed, batch_size, bcap, 0, k, "probe"))
@@ -280,11 +284,10 @@ class DraftStepController:
         """At k = 0: (the best k >= 1 on the point estimate, its optimistic gain over plain, the
         optimistic throughputs). The bound is the window's Wilson bound at `zero_confidence`
         standard errors with the counts weighted 2^(-t / window_size), t = batches at k = 0."""
-        spec = {k: c for k, c in table.items() if k > 0}
-        k_spec, _ = best_step(batch_size, a, spec, allow_zero=False)
+        k_spec = _best_speculative(batch_size, a, table)
         age = self.completed - self._zero_entered
         upper = self.window.prefix_acceptance(self.policy.zero_confidence, 0.5 ** (age / self.policy.window_size))
-        optimistic = {k: step_throughput(batch_size, upper, k, c) for k, c in spec.items()}
+        optimistic = {k: step_throughput(batch_size, upper, k, c) for k, c in table.items() if k > 0}
         return k_spec, (optimistic[k_spec] - plain) / plain, optimistic
 
     def _table(self, bcap: int | None) -> tuple[dict[int, float] | None, str | None]:

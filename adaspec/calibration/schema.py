@@ -152,8 +152,8 @@ class DraftStepPolicy(BaseModel):
     window_size: int = Field(20, ge=1)
     update_interval: int = Field(5, ge=1)
     switch_min_gain: float = Field(0.05, ge=0.0, allow_inf_nan=False)
-    # adaspec's extension (adaptive/step_controller.py): k = 0 is compared with speculation scored
-    # this many standard errors above the measured acceptance; 0 = R-C2's point estimate
+    # adaspec's extension (adaptive/step_controller.py): at k = 0, speculation is scored this many
+    # standard errors above the window's aged acceptance when deciding to leave; 0 = R-C2's rule
     zero_confidence: float = Field(1.0, ge=0.0, le=10.0, allow_inf_nan=False)
 
 

@@ -27,7 +27,7 @@ class AttentionGroup:
     slots: torch.Tensor  # [B] int64, cache slot of each request
     slot_range: tuple[int, int] | None  # (first, stop) when slots are consecutive: cache view, no gather
     pad_index: torch.Tensor | None  # [Tg] int64 into the [B * q_max] grid; None when dense
-    mask: torch.Tensor | None  # [B, 1, q_max, L] bool, True = may attend (always built: L is padded to KEY_BLOCK)
+    mask: torch.Tensor  # [B, 1, q_max, L] bool, True = may attend (always built: L is padded to KEY_BLOCK)
     num_requests: int
     q_max: int
     ctx_len: int  # L: keys 0..L-1 are read
@@ -35,10 +35,8 @@ class AttentionGroup:
     # would otherwise turn the bool mask into exactly this tensor again in every layer (issue 14)
     additive: dict = field(default_factory=dict, repr=False)
 
-    def sdpa_mask(self, dtype: torch.dtype, group: int = 1) -> torch.Tensor | None:
+    def sdpa_mask(self, dtype: torch.dtype, group: int = 1) -> torch.Tensor:
         """[B, 1, group * q_max, L]: the mask of each query row, once per query head of a KV group."""
-        if self.mask is None:
-            return None
         m = self.additive.get((dtype, group))
         if m is None:
             m = torch.zeros(self.mask.shape, dtype=dtype, device=self.mask.device) \
