@@ -38,10 +38,12 @@ k = 0. `cost_ms` must be a pure function of (bcap, k): its values are cached per
 
 Leaving k = 0 (adaspec's extension, `zero_confidence`, default 1): at k >= 1 every rule above is
 R-C2's. At k = 0 the window cannot refresh (only probes add a batch), so its evidence ages: the
-re-score compares plain with the best k >= 1 scored at the window's upper confidence bound
-(Wilson, `zero_confidence` standard errors) computed as if the window held 2^(-t / window_size)
-of its counts, t = batches since k = 0 took effect, and leaves k = 0 when that beats plain by
-more than `switch_min_gain` (`_leave_zero`). A call that was close is revisited within a few
+re-score scores every k >= 1 at the window's upper confidence bound (Wilson,
+`zero_confidence` standard errors) computed as if the window held 2^(-t / window_size) of its
+counts, t = batches since k = 0 took effect, and leaves k = 0 for the *cheapest* k >= 1 that
+beats plain by more than `switch_min_gain` there (`_leave_zero`); from that k on, R-C2's rules
+move it. (Leaving to the point-best k instead sent greedy B = 8 to k = 2, the most expensive
+look, in a quarter of its batches: 0.966x plain, BENCHMARKS.md.) A call that was close is revisited within a few
 batches, a clear loss only after the bound has widened for several windows, so exploration
 follows the margin. At B = 1 the window holds 20 drafts and one unlucky stretch parked the
 symmetric rule at k = 0 (issue 13's T = 0.8 cell: 52% of batches at k = 0 where a fixed k = 1
@@ -281,14 +283,18 @@ class DraftStepController:
         )
 
     def _leave_zero(self, batch_size, a, table, plain):
-        """At k = 0: (the best k >= 1 on the point estimate, its optimistic gain over plain, the
-        optimistic throughputs). The bound is the window's Wilson bound at `zero_confidence`
-        standard errors with the counts weighted 2^(-t / window_size), t = batches at k = 0."""
-        k_spec = _best_speculative(batch_size, a, table)
+        """At k = 0: (the k >= 1 to leave to, its optimistic gain over plain, the optimistic
+        throughputs). The bound is the window's Wilson bound at `zero_confidence` standard errors
+        with the counts weighted 2^(-t / window_size), t = batches at k = 0. The k left to is the
+        *cheapest* k >= 1 whose optimistic gain beats the min gain (the cheapest look that could
+        pay, as a probe's); when none does, the optimistic best, whose gain then says why not."""
         age = self.completed - self._zero_entered
         upper = self.window.prefix_acceptance(self.policy.zero_confidence, 0.5 ** (age / self.policy.window_size))
         optimistic = {k: step_throughput(batch_size, upper, k, c) for k, c in table.items() if k > 0}
-        return k_spec, (optimistic[k_spec] - plain) / plain, optimistic
+        gains = {k: (t - plain) / plain for k, t in optimistic.items()}
+        paying = [k for k in sorted(gains) if gains[k] > self.policy.switch_min_gain]
+        k_spec = paying[0] if paying else max(gains, key=lambda k: (gains[k], -k))
+        return k_spec, gains[k_spec], optimistic
 
     def _table(self, bcap: int | None) -> tuple[dict[int, float] | None, str | None]:
         """Per-bcap cost table {k: ms} (cached: the table is immutable), or None + why not covered."""

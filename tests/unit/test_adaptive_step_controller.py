@@ -268,3 +268,26 @@ def test_leaving_k_zero_needs_more_than_the_min_gain():
     left = _batches_until_k_zero_is_left(ctrl, 1)
     keeps = [d for d in ctrl.decisions if d.reason == "keep" and d.k == 0 and d.optimistic]
     assert left and keeps and all(d.gain <= 0.05 for d in keeps)
+
+
+def test_k_zero_is_left_for_the_cheapest_k_whose_bound_beats_plain():
+    """Issue 13 (greedy B = 8): leaving k = 0 goes to the cheapest k >= 1 that beats plain at the
+    aged bound, not to the point-best k (here k = 3, the most expensive look); R-C2 moves it on."""
+    table = {0: 1.0, 1: 1.3, 2: 1.35, 3: 1.4}  # extra steps are cheap: the point estimate favours k = 3
+    ctrl = DraftStepController(3, StepPolicy(window_size=20, update_interval=5, zero_confidence=3.0),
+                               table_cost(table), pad_requests, cold_start="k_max", probe_interval=0)
+    assert ctrl.plan(1) == 3
+    for i in range(20):  # 2 of 20 rounds accept all three drafts, the rest none
+        feed(ctrl, 1, [3], [3 if i < 2 else 0])
+    assert ctrl.plan(1) == 0  # R-C2: plain predicted > 5% better than every k >= 1
+    entered = ctrl.decisions[-1]
+    assert max((1, 2, 3), key=lambda k: entered.predicted[k]) == 3
+    for _ in range(40):
+        feed(ctrl, 1, [0], [0])
+        if ctrl.plan(1) != 0:
+            break
+    d = ctrl.decisions[-1]
+    assert d.reason == "switch" and d.previous_k == 0 and d.k == 1 == ctrl.k
+    paying = [k for k in (1, 2, 3) if d.optimistic[k] > 1.05 * d.predicted[0]]
+    assert paying[0] == 1 and d.optimistic[3] > d.optimistic[1]  # k = 3 looked better, and cost more
+    assert d.gain == pytest.approx(d.optimistic[1] / d.predicted[0] - 1)
