@@ -43,9 +43,9 @@ re-score scores every k >= 1 at the window's upper confidence bound (Wilson,
 counts, t = batches since k = 0 took effect, and leaves k = 0 for the *cheapest* k >= 1 that
 beats plain by more than `switch_min_gain` there (`_leave_zero`); from that k on, R-C2's rules
 move it. (Leaving to the point-best k instead sent greedy B = 8 to k = 2, the most expensive
-look, in a quarter of its batches: 0.966x plain, BENCHMARKS.md.) A call that was close is revisited within a few
-batches, a clear loss only after the bound has widened for several windows, so exploration
-follows the margin. At B = 1 the window holds 20 drafts and one unlucky stretch parked the
+look, in a quarter of its batches: 0.966x plain, BENCHMARKS.md.) A call that was close is
+revisited within a few batches, a clear loss only after the bound has widened for several
+windows, so exploration follows the margin. At B = 1 the window holds 20 drafts and one unlucky stretch parked the
 symmetric rule at k = 0 (issue 13's T = 0.8 cell: 52% of batches at k = 0 where a fixed k = 1
 paid 7%). `zero_confidence = 0` keeps the symmetric rule (k = 0 left only through probes).
 
@@ -265,7 +265,7 @@ class DraftStepController:
         best, predicted = best_step(batch_size, a, table, self.allow_zero)
         optimistic: dict[int, float] = {}
         if previous == 0 and 0 in predicted and self.policy.zero_confidence > 0 and len(predicted) > 1:
-            best, gain, optimistic = self._leave_zero(batch_size, a, table, predicted[0])
+            best, gain, optimistic = self._leave_zero(batch_size, table, predicted[0])
             switch = gain > self.policy.switch_min_gain
         elif previous in predicted:
             current = predicted[previous]
@@ -282,7 +282,7 @@ class DraftStepController:
                          "switch" if self.k != previous else "keep", predicted, gain, optimistic)
         )
 
-    def _leave_zero(self, batch_size, a, table, plain):
+    def _leave_zero(self, batch_size, table, plain):
         """At k = 0: (the k >= 1 to leave to, its optimistic gain over plain, the optimistic
         throughputs). The bound is the window's Wilson bound at `zero_confidence` standard errors
         with the counts weighted 2^(-t / window_size), t = batches at k = 0. The k left to is the
@@ -292,7 +292,7 @@ class DraftStepController:
         upper = self.window.prefix_acceptance(self.policy.zero_confidence, 0.5 ** (age / self.policy.window_size))
         optimistic = {k: step_throughput(batch_size, upper, k, c) for k, c in table.items() if k > 0}
         gains = {k: (t - plain) / plain for k, t in optimistic.items()}
-        paying = [k for k in sorted(gains) if gains[k] > self.policy.switch_min_gain]
+        paying = [k for k in sorted(gains, key=lambda k: (table[k], k)) if gains[k] > self.policy.switch_min_gain]
         k_spec = paying[0] if paying else max(gains, key=lambda k: (gains[k], -k))
         return k_spec, gains[k_spec], optimistic
 
