@@ -36,7 +36,7 @@ class AttentionGroup:
     additive: dict = field(default_factory=dict, repr=False)
 
     def sdpa_mask(self, dtype: torch.dtype, group: int = 1) -> torch.Tensor:
-        """[B, 1, group * q_max, L]: the mask of each query row, once per query head of a KV group."""
+        """[B, 1, padded_rows(group * q_max), L]: each query row's mask once per query head of a KV group (tile_mask)."""
         m = self.additive.get((dtype, group))
         if m is None:
             m = torch.zeros(self.mask.shape, dtype=dtype, device=self.mask.device) \
@@ -182,10 +182,32 @@ def cache_rows(cache: torch.Tensor, slots: torch.Tensor, rng: tuple[int, int] | 
     return cache[:, :, :length].index_select(0, slots)
 
 
+# Query rows per KV head are padded to a whole number of QUERY_BLOCK rows (zero queries, their
+# output dropped). SDPA's CPU kernel rounds a row's scores by a GEMM whose kernel depends on how many
+# rows share the call: on an AMD EPYC VM (MKL, AVX-512) a row came out with different bits at 1, 2,
+# 3 and >= 4 rows, so the bundled model's plain decode row (3 query heads per KV head) differed from
+# the same row inside a verify block (3 x (1 + k) rows); on the Intel Xeon VM only 1 row differed.
+# With every call a multiple of 4 rows, every row had the same bits at every row count tested
+# (1..200 rows, 16..720 keys) on both machines (tests/unit/test_attention_rows.py).
+QUERY_BLOCK = 4
+
+
+def padded_rows(rows: int) -> int:
+    """`rows` rounded up to a whole number of QUERY_BLOCK query rows."""
+    return -(-rows // QUERY_BLOCK) * QUERY_BLOCK
+
+
 def tile_mask(mask: torch.Tensor | None, group: int) -> torch.Tensor | None:
-    """[B or 1, 1, Q, L] -> [.., group * Q, L]: each query row's mask once per query head of a KV
-    group, in the row order of `grouped_attention`."""
-    return mask if mask is None or group == 1 else mask.repeat(1, 1, group, 1)
+    """[B or 1, 1, Q, L] -> [.., padded_rows(group * Q), L]: each query row's mask once per query
+    head of a KV group, in the row order of `grouped_attention`, then copies of the first row for
+    its padding rows (any row that sees a key keeps softmax finite; their outputs are dropped)."""
+    if mask is None:
+        return None
+    tiled = mask if group == 1 else mask.repeat(1, 1, group, 1)
+    pad = padded_rows(tiled.shape[2]) - tiled.shape[2]
+    if pad:
+        tiled = torch.cat([tiled, tiled[:, :, :1].expand(-1, -1, pad, -1)], dim=2)
+    return tiled
 
 
 def grouped_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
@@ -198,18 +220,19 @@ def grouped_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
     share the call (1 in plain decode, 1 + k in a verify), while the folded call gives a row the
     same bits for any number of rows over the same keys (tests/unit/test_attention_rows.py); it is
     also faster for blocks of rows (one [group * Q, D] product per KV head reads its keys once).
-    SDPA has a path of its own for a single query row, which rounds differently again: a lone row
-    (multi-head attention, one decode row) is computed as two copies of itself.
+    The rows of each KV head are padded to whole QUERY_BLOCKs (see there), so no call runs SDPA's
+    own path for a single query row either.
     """
     B, heads, Q, dim = q.shape
     kv_heads = keys.shape[1]
-    folded = q.reshape(B, kv_heads, heads // kv_heads * Q, dim)
-    lone = folded.shape[2] == 1
-    if lone:
-        folded = folded.expand(B, kv_heads, 2, dim).contiguous()
-        if tiled_mask is not None:
-            tiled_mask = tiled_mask.expand(tiled_mask.shape[0], 1, 2, tiled_mask.shape[-1]).contiguous()
+    rows = heads // kv_heads * Q
+    folded = q.reshape(B, kv_heads, rows, dim)
+    padded = padded_rows(rows)
+    if padded != rows:
+        folded = torch.cat([folded, folded.new_zeros(B, kv_heads, padded - rows, dim)], dim=2)
+    if tiled_mask is not None and tiled_mask.shape[2] != padded:
+        raise ValueError(f"tiled_mask has {tiled_mask.shape[2]} query rows, expected {padded} (use tile_mask)")
     out = F.scaled_dot_product_attention(folded, keys, values, attn_mask=tiled_mask)
-    if lone:
-        out = out[:, :, :1]
+    if padded != rows:
+        out = out[:, :, :rows]
     return out.reshape(B, heads, Q, dim)
