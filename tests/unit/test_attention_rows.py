@@ -101,16 +101,17 @@ def test_rows_keep_their_bits_across_key_chunk_boundaries(heads, kvh, dim):
 
 @pytest.mark.parametrize("heads,kvh,dim", SHAPES)
 def test_a_row_has_the_same_bits_at_every_row_count(heads, kvh, dim):
-    """QUERY_BLOCK: grouped_attention gives a query row the same bits whether 1..24 rows of its
-    request share the call (plain decode, MTP k <= 5 and DSpark w = 7 verify blocks, and more)."""
+    """QUERY_BLOCK: grouped_attention gives a query row the same bits whether 1..70 rows of its
+    request share the call (plain decode, MTP and DSpark verify blocks, prefill chunks past SDPA's
+    32-row query chunks)."""
     from adaspec.models.attention import grouped_attention, tile_mask
 
     g = torch.Generator().manual_seed(heads + dim)
     L = 48
     keys, values = (torch.randn(1, kvh, L, dim, generator=g) for _ in range(2))
-    q = torch.randn(1, heads, 24, dim, generator=g)
-    mask = torch.zeros(1, 1, 24, L)
+    q = torch.randn(1, heads, 70, dim, generator=g)
+    mask = torch.zeros(1, 1, 70, L)
     alone = grouped_attention(q[:, :, :1], keys, values, tile_mask(mask[:, :, :1], heads // kvh))
-    for n in range(2, 25):
+    for n in range(2, 71):
         out = grouped_attention(q[:, :, :n], keys, values, tile_mask(mask[:, :, :n], heads // kvh))
         assert torch.equal(out[:, :, :1], alone), f"{n} rows"
