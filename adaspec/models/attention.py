@@ -186,14 +186,14 @@ def cache_rows(cache: torch.Tensor, slots: torch.Tensor, rng: tuple[int, int] | 
 # output dropped). SDPA's CPU kernel rounds a row's scores by a GEMM whose kernel depends on how many
 # rows share the call: on an AMD EPYC VM (MKL, AVX-512) a row came out with different bits at 1, 2,
 # 3 and >= 4 rows, so the bundled model's plain decode row (3 query heads per KV head) differed from
-# the same row inside a verify block (3 x (1 + k) rows); on the Intel Xeon VM only 1 row differed.
+# the same row inside a verify block (3 x (1 + k) rows); on the Intel Xeon VM only a lone row did.
 # With every call a multiple of 4 rows, every row had the same bits at every row count tested
 # (1..200 rows, 16..720 keys, head size 64; tests/unit/test_attention_rows.py for 8 and 16) on the
-# AMD VM; the Intel VM was not available to re-check. Padding only
-# calls of < 4 rows was tried and is not enough: with head sizes 8 and 16 a 5-row block still
-# rounded its rows differently from a 4-row call. Cost, in a throw-away timing of one layer's call
-# on the AMD VM: 0.73-1.07x at up to 8 requests and 320 keys, 1.13-1.22x at 16 requests and
-# 600-1216 keys (the plain row's fourth query row is real work there).
+# AMD VM; the Intel VM was not available to re-check. Padding only the calls of < 4 rows is not
+# enough: with head sizes 8 and 16 a 5-row block still rounded its rows differently from a 4-row
+# call. Cost, in a throw-away timing of one layer's call on the AMD VM: 0.73-1.07x at up to 8
+# requests and 320 keys, 1.13-1.37x at 16 requests and 600-1216 keys (the plain row's fourth query
+# row is real work there).
 QUERY_BLOCK = 4
 
 
