@@ -45,9 +45,10 @@ beats plain by more than `switch_min_gain` there (`_leave_zero`); from that k on
 move it. (Leaving to the point-best k instead sent greedy B = 8 to k = 2, the most expensive
 look, in a quarter of its batches: 0.966x plain, BENCHMARKS.md.) A call that was close is
 revisited within a few batches, a clear loss only after the bound has widened for several
-windows, so exploration follows the margin. At B = 1 the window holds 20 drafts and one unlucky stretch parked the
-symmetric rule at k = 0 (issue 13's T = 0.8 cell: 52% of batches at k = 0 where a fixed k = 1
-paid 7%). `zero_confidence = 0` keeps the symmetric rule (k = 0 left only through probes).
+windows, so exploration follows the margin. At B = 1 the window holds 20 drafts and one unlucky
+stretch parked the symmetric rule at k = 0 (issue 13's T = 0.8 cell: 52% of batches at k = 0
+where a fixed k = 1 paid 7%). `zero_confidence = 0` keeps the symmetric rule (k = 0 left only
+through probes).
 
 k = 0 is sticky by nature: a batch without drafts yields no acceptance feedback. With
 `probe_interval` > 0, after that many completed batches at k = 0 the controller plans one batch
@@ -122,7 +123,7 @@ def best_step(
 
 
 def _best_speculative(batch_size: int, prefix_acceptance, table: dict[int, float]) -> int:
-    """The best k >= 1 of a Bcap's table (what a probe runs, and where k = 0 is left to)."""
+    """The best k >= 1 of a Bcap's table on the point estimate (what a probe runs)."""
     return best_step(batch_size, prefix_acceptance, {k: c for k, c in table.items() if k > 0}, allow_zero=False)[0]
 
 
@@ -286,8 +287,9 @@ class DraftStepController:
         """At k = 0: (the k >= 1 to leave to, its optimistic gain over plain, the optimistic
         throughputs). The bound is the window's Wilson bound at `zero_confidence` standard errors
         with the counts weighted 2^(-t / window_size), t = batches at k = 0. The k left to is the
-        *cheapest* k >= 1 whose optimistic gain beats the min gain (the cheapest look that could
-        pay, as a probe's); when none does, the optimistic best, whose gain then says why not."""
+        *cheapest* k >= 1 (lowest table cost) whose optimistic gain beats the min gain, the
+        cheapest look that could pay; when none does, the optimistic best, whose gain then says
+        why not."""
         age = self.completed - self._zero_entered
         upper = self.window.prefix_acceptance(self.policy.zero_confidence, 0.5 ** (age / self.policy.window_size))
         optimistic = {k: step_throughput(batch_size, upper, k, c) for k, c in table.items() if k > 0}
