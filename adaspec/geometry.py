@@ -126,10 +126,16 @@ def choose_prepared(max_seqs: int, width: int, device_type: str, explicit: tuple
             return len(g.request_buckets) * (width + 1)
         return sum(len(v) for v in g.target_rows.values())
 
+    if geo == dense:  # e.g. the draft step at one request slot: nothing left out
+        return geo, None
+    fewer_buckets = geo.request_buckets != dense.request_buckets
+    slots = f"{max_seqs} request slot{'s' if max_seqs > 1 else ''}"
+    what = [f"request buckets {list(geo.request_buckets)} instead of {list(dense.request_buckets)}" if fewer_buckets
+            else f"request buckets {list(geo.request_buckets)} (all of them, for {slots})"]
+    if not (unified or step_mode):
+        what.append("target rows B, 2B, full width instead of every multiple of B")
     why = (f"sparse CPU geometry: on a CPU device a prepared bucket only says where costs are measured "
-           f"(rounds run their exact rows, nothing is captured), so the engine prepares request buckets "
-           f"{list(geo.request_buckets)} instead of {list(dense.request_buckets)}"
-           + ("" if unified or step_mode else " and target rows B, 2B, full width instead of every multiple of B")
+           f"(rounds run their exact rows, nothing is captured), so the engine prepares " + " and ".join(what)
            + f" ({points(geo)} calibration points instead of {points(dense)}), which keeps the built-in calibration "
            "of every prepared point within start-up time; pass --graph_decode_batch_sizes to prepare other "
            "request buckets" + ("" if step_mode else " (with every target row bucket)"))

@@ -45,11 +45,36 @@ def warn(command: str, lines) -> None:
         print(f"adaspec {command}: warning: {line}", file=sys.stderr)
 
 
+# flags that fix the prepared geometry or its costs: with any of them the slots stay as asked
+_GEOMETRY_FLAGS = ("graph_decode_batch_sizes", "adaptive_target_verify_calibration",
+                   "adaptive_draft_step_config", "adaptive_target_verify_cost_table",
+                   "adaptive_target_verify_cost_table_output")
+
+
+def slots_for_prompts(config, num_prompts: int) -> tuple[int | None, str | None]:
+    """(slots, note): a generate run never has more requests at once than it has prompts, so with
+    fewer prompts than --max_seqs_per_batch the engine gets one slot per prompt (preflight checks the
+    flags as given, then builds the engine with these). Fewer slots mean a smaller KV cache and, with
+    adaptive speculation on a CPU, fewer request buckets to calibrate at start-up (one prompt: bucket
+    1 only, issue 13). Outputs do not depend on the slot count (R-B5). (None, None) = the slots as
+    asked: as many prompts as slots, or a flag or file that names the geometry or its costs."""
+    slots = config.max_seqs_per_batch
+    if num_prompts >= slots or any(getattr(config, f, None) for f in _GEOMETRY_FLAGS):
+        return None, None
+    note = (f"{num_prompts} prompt{'s' if num_prompts > 1 else ''}: the engine runs {num_prompts} request "
+            f"slot{'s' if num_prompts > 1 else ''}, not --max_seqs_per_batch={slots} (no more requests ever run at "
+            "once, and fewer slots mean a smaller KV cache and fewer request buckets to calibrate)")
+    return num_prompts, note
+
+
 def cmd_generate(args, engine_config) -> int:
     params = sampling_params(args)
     prompts = read_prompts(args.prompt, args.prompts_file, args.chat)
     config = engine_config(args)
-    checked = preflight(config, sampling=[params], sampling_names=SAMPLING_FLAGS)
+    run_slots, slots_note = slots_for_prompts(config, len(prompts))
+    checked = preflight(config, sampling=[params], sampling_names=SAMPLING_FLAGS, run_slots=run_slots)
+    if slots_note and config.adaptive:
+        print(f"adaspec generate: {slots_note}", file=sys.stderr)
     warn("generate", [*checked.warnings, *sampling_warnings(params)])
     tok = checked.tokenizer
     if args.chat and not tok.has_chat_template:

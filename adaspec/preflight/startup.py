@@ -12,6 +12,8 @@ after everything before it passed. The result carries what was resolved, so noth
 
 from __future__ import annotations
 
+import dataclasses
+
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -132,13 +134,15 @@ def _check_outputs(config: EngineConfig, outputs: Mapping[str, str | None]) -> N
 
 def preflight(config: EngineConfig, *, sampling: Iterable[SamplingParams] = (), drafter=None,
               outputs: Mapping[str, str | None] | None = None, sampling_names: Mapping[str, str] | None = None,
-              progress: bool = True) -> Checked:
+              progress: bool = True, run_slots: int | None = None) -> Checked:
     """Check everything knowable before the weights load; raise a `UserError` naming the flag.
 
     `sampling`: the parameters every request will have, when known at start-up (the CLI's);
     `drafter`: a Drafter object used instead of a draft directory; `outputs`: further output files
     ({flag: path}) that must be writable and absent; `sampling_names`: how the caller names the
-    sampling fields in messages (`{"temperature": "--temperature"}`)."""
+    sampling fields in messages (`{"temperature": "--temperature"}`); `run_slots`: fewer request
+    slots than --max_seqs_per_batch that this run will use (`adaspec generate` with fewer prompts):
+    the flags are checked as given, then the engine is built with `run_slots` slots."""
     from ..calibration.config import (load_draft_step_config, load_verify_calibration, resolve_draft_step_config,
                                       resolve_verify_calibration)
     from ..models.loader import bundled_gguf_path, check_model_path
@@ -184,6 +188,8 @@ def preflight(config: EngineConfig, *, sampling: Iterable[SamplingParams] = (), 
     from .model import check_draft, check_memory, draft_fingerprint
 
     check_memory(model_cfg, config.max_seqs_per_batch, cache_len, dtype, device, weight_bytes)
+    if run_slots is not None and run_slots < config.max_seqs_per_batch:  # flags checked as given, run with fewer
+        config = dataclasses.replace(config, max_seqs_per_batch=run_slots).validate()
     draft_dir = fingerprint = quant = effective = None
     if config.speculative:
         from ..models.loader import quantization, weights_fingerprint
