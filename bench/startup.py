@@ -6,9 +6,10 @@ thread) pinned to one core, exactly as a user would start it, once per algorithm
 - DSpark: `--speculative_algorithm=DSpark --num_speculative_tokens=7 --enable_adaptive_target_verify=true`
 - MTP: `--speculative_algorithm=MTP --enable_adaptive_draft_step=true`
 
-`--loads=none,same_core`: `same_core` starts a competing busy loop pinned to the same core for the
-whole run (a second process, `python -c "while True: pass"`), so the engine gets about half of
-it. Reported per run: wall seconds of the whole command (start-up plus 8 generated tokens),
+`--loads=none,same_core,other_core`: `same_core` starts a competing busy loop pinned to the same
+core for the whole run (a second process, `python -c "while True: pass"`), so the engine gets
+about half of it; `other_core` pins the same loop to the next core (it shares the machine, not the
+core). Reported per run: wall seconds of the whole command (start-up plus 8 generated tokens),
 process CPU seconds (user + system of the child: the wall time of a quiet core), and from the
 engine's log the calibration seconds, the points and rounds, the noise summary, the held-out
 cost-model error and any warning line. The machine's other load is not controlled: the CPU
@@ -50,8 +51,9 @@ def run_once(algo: str, load: str, core: int, prompts: int = 1) -> dict:
            "--max_tokens=8", *COMMANDS[algo]]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     hog = None
-    if load == "same_core":
-        hog = subprocess.Popen(["taskset", "-c", str(core), sys.executable, "-c", "while True: pass"])
+    if load in ("same_core", "other_core"):
+        hog_core = core if load == "same_core" else (core + 1) % (os.cpu_count() or 2)
+        hog = subprocess.Popen(["taskset", "-c", str(hog_core), sys.executable, "-c", "while True: pass"])
     t0 = time.perf_counter()
     with tempfile.TemporaryFile("w+") as err, tempfile.TemporaryFile("w+") as out:
         try:
@@ -79,7 +81,7 @@ def run_once(algo: str, load: str, core: int, prompts: int = 1) -> dict:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--algorithms", default="DSpark,MTP", help="comma-separated: DSpark, MTP")
-    p.add_argument("--loads", default="none,same_core", help="comma-separated: none, same_core")
+    p.add_argument("--loads", default="none,same_core", help="comma-separated: none, same_core, other_core")
     p.add_argument("--core", type=int, default=0, help="the core to pin to (never 1: the draft-training job's)")
     p.add_argument("--prompts", default="1", help="comma-separated prompt counts per command (1 = one request slot)")
     p.add_argument("--repeats", type=int, default=1, help="run the whole set this many times (medians in the summary)")
@@ -106,7 +108,7 @@ def main(argv=None) -> int:
     for (algo, load, prompts), rs in groups.items():
         cal = [r["calibration_s"] for r in rs if r["calibration_s"] is not None]
         print(f"| {algo} | {load} | {prompts} | {len(rs)} | {statistics.median(r['wall_s'] for r in rs):.1f} | "
-              f"{statistics.median(r['cpu_s'] for r in rs):.1f} | {statistics.median(cal) if cal else '-'} |")
+              f"{statistics.median(r['cpu_s'] for r in rs):.1f} | {'%.1f' % statistics.median(cal) if cal else '-'} |")
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(results, indent=1) + "\n")
     return 0 if all(r["rc"] == 0 for r in results) else 1
