@@ -13,7 +13,6 @@ after everything before it passed. The result carries what was resolved, so noth
 from __future__ import annotations
 
 import dataclasses
-
 import os
 from dataclasses import dataclass
 from pathlib import Path
