@@ -16,7 +16,12 @@ Rules (`StepPolicy`, defaults from R-C2/R-C5):
 - re-scoring happens at the first `plan()` after every `update_interval`-th *completed* batch
   (completed batches are counted, not plan calls; if the lag releases several intervals at once
   the candidates are re-scored once);
-- the step count changes only if (best - current) / current > switch_min_gain, strictly;
+- the step count changes only if (best - current) / current > switch_min_gain, strictly; except
+  (adaspec's plain floor, `plain_floor`, default on) that a k >= 1 predicted to be slower than plain
+  (k = 0) is left for the best candidate at once: the hysteresis that keeps a k within 5% of the
+  best would otherwise let a speculating batch run up to 5% below plain for as long as the estimate
+  holds (issue 13: at B = 16 the bundled draft's k = 1 sits a few percent under plain, where the
+  table's error decides the sign);
 - ties between candidates go to the smaller k (same predicted throughput, less draft work).
 
 Cold start (issue 13): the first covered batch chooses k from the cost table under the stated
@@ -80,6 +85,9 @@ class StepPolicy:
     # at k = 0, speculation is scored this many standard errors above the window's (aged) estimate
     # (Wilson bound) when deciding to leave k = 0; 0 = the point estimate, R-C2's rule unchanged
     zero_confidence: float = 1.0
+    # at k >= 1, a re-score that predicts the current k to lose to plain (k = 0) switches to the best
+    # candidate even inside switch_min_gain (adaspec's plain floor, issue 13); False = R-C2's rule
+    plain_floor: bool = True
 
     def __post_init__(self):
         if not self.zero_confidence >= 0:
@@ -134,7 +142,7 @@ class StepDecision:
     bcap: int | None
     previous_k: int
     k: int  # the k this decision put in force (for a fallback/probe: this batch only)
-    reason: str  # "switch", "keep", "no feedback", "fallback: ...", "probe"
+    reason: str  # "switch", "floor" (plain_floor), "keep", "no feedback", "fallback: ...", "probe"
     predicted: dict[int, float] = field(default_factory=dict)
     gain: float | None = None  # (best - current) / current
     optimistic: dict[int, float] = field(default_factory=dict)  # at k = 0: k >= 1 under the aged upper bound
@@ -258,7 +266,7 @@ class DraftStepController:
                 "probe_share": self.probe_rounds / rounds if rounds else 0.0}
 
     def _rescore(self, batch_size: int, bcap: int, table: dict[int, float]) -> None:
-        previous = self.k
+        previous, floor = self.k, False
         if not self.window.has_data:
             self.decisions.append(StepDecision(self.completed, batch_size, bcap, previous, previous, "no feedback"))
             return
@@ -272,6 +280,9 @@ class DraftStepController:
             current = predicted[previous]
             gain = (predicted[best] - current) / current
             switch = gain > self.policy.switch_min_gain
+            if (not switch and self.policy.plain_floor and previous > 0 and 0 in predicted
+                    and predicted[0] > current):
+                switch, floor = True, True  # speculating is predicted to lose: no hysteresis below plain
         else:  # the current k is no candidate here (k = 0 without a plain-decode cost)
             gain, switch = None, True
         if switch and best != previous:
@@ -280,7 +291,8 @@ class DraftStepController:
                 self._zero_since = self._zero_entered = self.completed
         self.decisions.append(
             StepDecision(self.completed, batch_size, bcap, previous, self.k,
-                         "switch" if self.k != previous else "keep", predicted, gain, optimistic)
+                         ("floor" if floor else "switch") if self.k != previous else "keep", predicted, gain,
+                         optimistic)
         )
 
     def _leave_zero(self, batch_size, table, plain):

@@ -155,6 +155,8 @@ class DraftStepPolicy(BaseModel):
     # adaspec's extension (adaptive/step_controller.py): at k = 0, speculation is scored this many
     # standard errors above the window's aged acceptance when deciding to leave; 0 = R-C2's rule
     zero_confidence: float = Field(1.0, ge=0.0, le=10.0, allow_inf_nan=False)
+    # adaspec's plain floor: a k >= 1 predicted slower than plain is left inside switch_min_gain too
+    plain_floor: bool = True
 
 
 class DraftStepCalibration(_CalibrationFields):

@@ -291,3 +291,41 @@ def test_k_zero_is_left_for_the_cheapest_k_whose_bound_beats_plain():
     paying = [k for k in (1, 2, 3) if d.optimistic[k] > 1.05 * d.predicted[0]]
     assert paying[0] == 1 and d.optimistic[3] > d.optimistic[1]  # k = 3 looked better, and cost more
     assert d.gain == pytest.approx(d.optimistic[1] / d.predicted[0] - 1)
+
+
+def _at_k1_losing_slightly(plain_floor: bool) -> DraftStepController:
+    """k = 1 at a table where 5 of 20 accepted predicts k = 1 at 1.25 / 1.3 = 0.96x plain: a loss
+    inside switch_min_gain (0.05)."""
+    ctrl = DraftStepController(1, StepPolicy(window_size=20, update_interval=5, plain_floor=plain_floor),
+                               table_cost({0: 1.0, 1: 1.3}), pad_requests, cold_start="k_max", probe_interval=0)
+    assert ctrl.plan(1) == 1
+    for i in range(20):
+        feed(ctrl, 1, [1], [1 if i < 5 else 0])
+    return ctrl
+
+
+def test_a_k_predicted_below_plain_is_left_inside_the_min_gain():
+    """Issue 13, the plain floor (adaspec's extension of R-C2): a speculating k that the re-score
+    predicts slower than plain goes to plain at once, although plain's gain (4%) is inside
+    switch_min_gain; R-C2's hysteresis alone (plain_floor=False) keeps the losing k."""
+    ctrl = _at_k1_losing_slightly(plain_floor=True)
+    assert ctrl.plan(1) == 0 == ctrl.k
+    d = ctrl.decisions[-1]
+    assert d.reason == "floor" and d.previous_k == 1 and d.predicted[1] < d.predicted[0]
+    assert 0 < d.gain <= 0.05  # the switch is the floor's, not R-C2's
+
+    r_c2 = _at_k1_losing_slightly(plain_floor=False)
+    assert r_c2.plan(1) == 1 and r_c2.decisions[-1].reason == "keep"
+
+
+def test_the_plain_floor_does_not_move_a_k_that_beats_plain():
+    """A speculating k that beats plain keeps R-C2's hysteresis: k = 1 predicted ~3% better than the
+    current k = 2 is inside switch_min_gain, and k = 2 still beats plain, so nothing switches."""
+    ctrl = DraftStepController(2, StepPolicy(window_size=20, update_interval=5), table_cost({0: 1.0, 1: 1.2, 2: 1.4}),
+                               pad_requests, cold_start="k_max", probe_interval=0)
+    assert ctrl.plan(1) == 2
+    for i in range(20):  # a = (0.5, 0.2): k = 1 1.25 / 1.2, k = 2 1.7 / 1.4, plain 1
+        feed(ctrl, 1, [2], [2 if i < 4 else 1 if i < 10 else 0])
+    assert ctrl.plan(1) == 2
+    d = ctrl.decisions[-1]
+    assert d.reason == "keep" and d.predicted[2] > d.predicted[0] and 0 < d.gain <= 0.05
