@@ -80,6 +80,18 @@ def test_either_part_of_the_draft_step_config_may_be_omitted():
     assert e.value.field == "version" and "got 2" in str(e.value)
 
 
+def test_the_plain_floor_is_a_policy_field_with_a_strict_bool():
+    """Issue 13: policy.plain_floor (default true) switches the draft step's plain floor; a non-bool is
+    refused naming the field, and the controller gets what the file says."""
+    from adaspec.adaptive.step_controller import StepPolicy
+
+    assert parse_draft_step_config({"version": 1}).policy.plain_floor is True
+    off = parse_draft_step_config({"version": 1, "policy": {"plain_floor": False}}).policy
+    assert StepPolicy(**off.model_dump()).plain_floor is False
+    with pytest.raises(CalibrationConfigError, match="plain_floor"):
+        parse_draft_step_config({"version": 1, "policy": {"plain_floor": "no"}})
+
+
 def test_invalid_json_names_file_position_and_flag(tmp_path):
     p = write(tmp_path, '{"model": "sps",\n "warmup_steps": }')
     with pytest.raises(CalibrationConfigError) as e:
