@@ -57,8 +57,11 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def calibrated_costs(args, workdir: Path):
     """The adaptive engine, its table at (batch_size, k) for k = 0..k_max, and its calibration record."""
+    from adaspec.calibration import worst_case_progress_tokens
+
     cfg = workdir / "draft_step.json"
-    span = args.prefill_tokens + (args.warmup_steps + args.window_steps * args.windows_per_point + 2) * (args.k_max + 1)
+    span = args.prefill_tokens + worst_case_progress_tokens(args.warmup_steps, args.window_steps,
+                                                            args.windows_per_point, args.k_max)
     cfg.write_text(json.dumps({"version": 1, "calibration": {
         "request_buckets": [args.batch_size],
         "contexts": [{"prefill_tokens": args.prefill_tokens, "min_kv_length": 1,
