@@ -62,7 +62,8 @@ class AcceptanceWindow:
             raise ValueError(f"prior_rate must be in [0, 1], got {prior_rate}")
         self.max_steps, self.window_size, self.prior_rate = max_steps, window_size, prior_rate
         self.completed = 0  # completed batches observed (with or without drafts)
-        self._batches: deque[tuple[np.ndarray, np.ndarray, np.ndarray, int]] = deque()
+        # per batch: n_i, r_i, v_i, drafts, and `completed` when it was observed (its age, `aged_*`)
+        self._batches: deque[tuple[np.ndarray, np.ndarray, np.ndarray, int, int]] = deque()
         self._accepted = np.zeros(max_steps, dtype=np.int64)  # n_i summed over the window
         self._reached = np.zeros(max_steps, dtype=np.int64)  # r_i
         self._verified = np.zeros(max_steps, dtype=np.int64)  # v_i
@@ -93,13 +94,13 @@ class AcceptanceWindow:
             ver += pos <= L
         if drafts == 0:
             return
-        self._batches.append((acc, reach, ver, drafts))
+        self._batches.append((acc, reach, ver, drafts, self.completed))
         self._accepted += acc
         self._reached += reach
         self._verified += ver
         self._drafts += drafts
         if len(self._batches) > self.window_size:
-            old_acc, old_reach, old_ver, old_drafts = self._batches.popleft()
+            old_acc, old_reach, old_ver, old_drafts, _ = self._batches.popleft()
             self._accepted -= old_acc
             self._reached -= old_reach
             self._verified -= old_ver
@@ -125,18 +126,38 @@ class AcceptanceWindow:
         (weight < 1: older evidence, a wider bound)."""
         if not self.has_data:
             return np.full(self.max_steps, self.prior_rate)
-        alpha = np.empty(self.max_steps)
-        last = self.prior_rate  # never used: position 1 is always reached when a draft exists
-        for i in range(self.max_steps):
-            if self._reached[i] > 0:
-                last = wilson_upper(float(self._accepted[i]) * weight, float(self._reached[i]) * weight, z)
-            alpha[i] = last
-        return alpha
+        return self._rates(self._accepted * float(weight), self._reached * float(weight), z)
 
     def prefix_acceptance(self, z: float = 0.0, weight: float = 1.0) -> np.ndarray:
         """a_i = P(first i drafts all accepted), i = 1..max_steps ([max_steps] float64, non-increasing);
         `z` > 0: the optimistic product of `conditional_rates(z, weight)`."""
         return np.cumprod(self.conditional_rates(z, weight))
+
+    def aged_prefix_acceptance(self, z: float, now: int, since: int, half_life: float) -> np.ndarray:
+        """`prefix_acceptance(z)` with each batch's counts weighted 2^(-age / half_life), where a batch's
+        age is the number of completed batches from max(when it was observed, `since`) to `now`: evidence
+        ages only after `since` (the step controller: when k = 0 took effect), and a batch observed later
+        (a probe) starts fresh. With no batch observed after `since` this equals
+        `prefix_acceptance(z, 2^(-(now - since) / half_life))`."""
+        if not half_life > 0:
+            raise ValueError(f"half_life must be > 0, got {half_life}")
+        if not self.has_data:
+            return np.full(self.max_steps, self.prior_rate)
+        accepted, reached = np.zeros(self.max_steps), np.zeros(self.max_steps)
+        for acc, reach, _, _, seen in self._batches:
+            w = 0.5 ** (max(0, now - max(seen, since)) / half_life)
+            accepted += w * acc
+            reached += w * reach
+        return np.cumprod(self._rates(accepted, reached, z))
+
+    def _rates(self, accepted: np.ndarray, reached: np.ndarray, z: float) -> np.ndarray:
+        alpha = np.empty(self.max_steps)
+        last = self.prior_rate  # never used: position 1 is always reached when a draft exists
+        for i in range(self.max_steps):
+            if reached[i] > 0:
+                last = wilson_upper(float(accepted[i]), float(reached[i]), z)
+            alpha[i] = last
+        return alpha
 
     def verified_counts(self) -> np.ndarray:
         """v_i over the window (for metrics: how many drafts measured each position)."""

@@ -45,7 +45,8 @@ Leaving k = 0 (adaspec's extension, `zero_confidence`, default 1): at k >= 1 eve
 R-C2's. At k = 0 the window cannot refresh (only probes add a batch), so its evidence ages: the
 re-score scores every k >= 1 at the window's upper confidence bound (Wilson,
 `zero_confidence` standard errors) computed as if the window held 2^(-t / window_size) of its
-counts, t = batches since k = 0 took effect, and leaves k = 0 for the *cheapest* k >= 1 that
+counts, t = batches since k = 0 took effect (a probe's batch: since it was observed; the half-life
+grows where speculation is dear, see "Exploration priced by the table"), and leaves k = 0 for the *cheapest* k >= 1 that
 beats plain by more than `switch_min_gain` there (`_leave_zero`); from that k on, R-C2's rules
 move it. (Leaving to the point-best k instead sent greedy B = 8 to k = 2, the most expensive
 look, in a quarter of its batches: 0.966x plain, BENCHMARKS.md.) A call that was close is
@@ -62,77 +63,33 @@ look, not k_max, so a probe costs at most one draft step and row more than a pla
 probes can come every 20 batches) so the window can notice that speculation pays again. A round
 at k = 0 does not call the drafter; its refresh entries wait for the next drafting round
 (round_runner.py).
+
+Exploration priced by the table (adaspec's extension, `explore_overhead`, default 0.25). Both ways
+out of k = 0 cost speculative batches that the point estimate says lose. Their price is the table's:
+at greedy B = 16 the cheapest k >= 1 cost 1.7x plain, so a probe every 20 batches plus the optimistic
+stays at k = 1 cost ~4% of plain's throughput while plain was right (0.96x plain, BENCHMARKS.md), where
+at B = 1 (1.2x) the same rates cost ~1%. With s = max(1, overhead / explore_overhead) at a Bcap
+(overhead = cheapest k >= 1 over plain, relative; `explore_scale`), probes come every
+ceil(probe_interval * s) batches (`probe_every`) and the evidence's half-life is window_size * s
+batches, so exploration costs about the same share of a plain batch wherever speculation is dear; at
+overheads up to explore_overhead nothing changes. A batch's evidence ages from when k = 0 took effect
+or, if later, from when it was observed: a probe's result is fresh evidence, not as old as the
+batches before it (feedback.AcceptanceWindow.aged_prefix_acceptance).
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter, deque
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
-
-import numpy as np
+from typing import Callable
 
 from .feedback import DEFAULT_PRIOR_RATE, AcceptanceWindow, LaggedFeedback
+from .step_policy import StepPolicy, _best_speculative, best_step, step_throughput
+
+__all__ = ["CostFn", "DraftStepController", "StepDecision", "StepPolicy", "best_step", "step_throughput"]
 
 CostFn = Callable[[int, int], "float | None"]
-
-
-@dataclass(frozen=True)
-class StepPolicy:
-    window_size: int = 20
-    update_interval: int = 5
-    switch_min_gain: float = 0.05
-    # at k = 0, speculation is scored this many standard errors above the window's (aged) estimate
-    # (Wilson bound) when deciding to leave k = 0; 0 = the point estimate, R-C2's rule unchanged
-    zero_confidence: float = 1.0
-    # at k >= 1, a re-score that predicts the current k to lose to plain (k = 0) switches to the best
-    # candidate even inside switch_min_gain (adaspec's plain floor, issue 13); False = R-C2's rule
-    plain_floor: bool = True
-
-    def __post_init__(self):
-        if not self.zero_confidence >= 0:
-            raise ValueError(f"policy.zero_confidence must be >= 0, got {self.zero_confidence}")
-        if self.window_size < 1:
-            raise ValueError(f"policy.window_size must be >= 1, got {self.window_size}")
-        if self.update_interval < 1:
-            raise ValueError(f"policy.update_interval must be >= 1, got {self.update_interval}")
-        if self.switch_min_gain < 0:
-            raise ValueError(f"policy.switch_min_gain must be >= 0, got {self.switch_min_gain}")
-
-
-def step_throughput(batch_size: int, prefix_acceptance: Sequence[float], k: int, cost_ms: float) -> float:
-    """Predicted tokens per ms of a round with k draft steps."""
-    return batch_size * (1.0 + float(np.sum(np.asarray(prefix_acceptance, dtype=np.float64)[:k]))) / cost_ms
-
-
-def best_step(
-    batch_size: int,
-    prefix_acceptance: Sequence[float],
-    cost_ms_by_k: dict[int, float],
-    allow_zero: bool = True,
-) -> tuple[int, dict[int, float]]:
-    """(argmax k, predicted throughput of every candidate k). Candidates are exactly the table's k
-    (k = 0 only if `allow_zero`); ties go to the smaller k."""
-    a = np.asarray(prefix_acceptance, dtype=np.float64)
-    predicted: dict[int, float] = {}
-    for k in sorted(cost_ms_by_k):
-        if k < 0 or k > len(a):
-            raise ValueError(f"step count {k} outside 0..{len(a)} (prefix_acceptance has {len(a)} positions)")
-        if k == 0 and not allow_zero:
-            continue
-        cost = cost_ms_by_k[k]
-        if cost is None or not cost > 0:
-            raise ValueError(f"cost_ms for k={k} must be a positive number, got {cost}")
-        predicted[k] = step_throughput(batch_size, a, k, cost)
-    if not predicted:
-        raise ValueError("no candidate step count (empty cost table)")
-    best = max(predicted, key=lambda k: (predicted[k], -k))
-    return best, predicted
-
-
-def _best_speculative(batch_size: int, prefix_acceptance, table: dict[int, float]) -> int:
-    """The best k >= 1 of a Bcap's table on the point estimate (what a probe runs)."""
-    return best_step(batch_size, prefix_acceptance, {k: c for k, c in table.items() if k > 0}, allow_zero=False)[0]
 
 
 @dataclass(frozen=True)
@@ -243,7 +200,7 @@ class DraftStepController:
             self._rescore(batch_size, bcap, table)
 
         k = self.k
-        if k == 0 and self.probe_interval and self.completed - self._zero_since >= self.probe_interval:
+        if k == 0 and self.probe_interval and self.completed - self._zero_since >= self.probe_every(table):
             self._zero_since = self.completed
             k = _best_speculative(batch_size, self.window.prefix_acceptance(), table)
             self.probe_rounds += 1
@@ -258,7 +215,9 @@ class DraftStepController:
                 f"of {self.window.prior_rate:g} per position (not k_max); at k = 0 one probe batch runs the best "
                 f"k >= 1 after every {self.probe_interval} batches (probe rate {share}); k = 0 is left when speculation "
                 f"{self.policy.zero_confidence:g} standard errors above the measured acceptance, whose weight halves "
-                f"every {self.policy.window_size} batches at k = 0, beats plain by > {self.policy.switch_min_gain:g}")
+                f"every {self.policy.window_size} batches at k = 0, beats plain by > {self.policy.switch_min_gain:g}; where "
+                f"the cheapest k >= 1 costs more than {1 + self.policy.explore_overhead:g}x plain, probes and aging slow "
+                f"down in proportion (policy.explore_overhead)")
 
     def exploration_summary(self) -> dict:
         rounds = sum(self.k_histogram.values())  # every batch planned, fallbacks included (as /metrics)
@@ -298,17 +257,30 @@ class DraftStepController:
     def _leave_zero(self, batch_size, table, plain):
         """At k = 0: (the k >= 1 to leave to, its optimistic gain over plain, the optimistic
         throughputs). The bound is the window's Wilson bound at `zero_confidence` standard errors
-        with the counts weighted 2^(-t / window_size), t = batches at k = 0. The k left to is the
+        with each batch's counts weighted 2^(-t / (window_size * explore_scale)), t = batches at k = 0
+        since k = 0 took effect or since the batch, if later (a probe). The k left to is the
         *cheapest* k >= 1 (lowest table cost) whose optimistic gain beats the min gain, the
         cheapest look that could pay; when none does, the optimistic best, whose gain then says
         why not."""
-        age = self.completed - self._zero_entered
-        upper = self.window.prefix_acceptance(self.policy.zero_confidence, 0.5 ** (age / self.policy.window_size))
+        upper = self.window.aged_prefix_acceptance(self.policy.zero_confidence, self.completed, self._zero_entered,
+                                                   self.policy.window_size * self.explore_scale(table))
         optimistic = {k: step_throughput(batch_size, upper, k, c) for k, c in table.items() if k > 0}
         gains = {k: (t - plain) / plain for k, t in optimistic.items()}
         paying = [k for k in sorted(gains, key=lambda k: (table[k], k)) if gains[k] > self.policy.switch_min_gain]
         k_spec = paying[0] if paying else max(gains, key=lambda k: (gains[k], -k))
         return k_spec, gains[k_spec], optimistic
+
+    def explore_scale(self, table: dict[int, float]) -> float:
+        """How much slower than the base rates k = 0 explores at this Bcap's table: (cost of the cheapest
+        k >= 1 over plain, relative) / policy.explore_overhead, at least 1 (1 without a plain cost)."""
+        if 0 not in table or len(table) < 2:
+            return 1.0
+        overhead = (min(c for k, c in table.items() if k > 0) - table[0]) / table[0]
+        return max(1.0, overhead / self.policy.explore_overhead)
+
+    def probe_every(self, table: dict[int, float]) -> int:
+        """Batches at k = 0 between probes at this Bcap: probe_interval, scaled by `explore_scale`."""
+        return math.ceil(self.probe_interval * self.explore_scale(table))
 
     def _table(self, bcap: int | None) -> tuple[dict[int, float] | None, str | None]:
         """Per-bcap cost table {k: ms} (cached: the table is immutable), or None + why not covered."""

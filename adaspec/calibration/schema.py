@@ -157,6 +157,9 @@ class DraftStepPolicy(BaseModel):
     zero_confidence: float = Field(1.0, ge=0.0, le=10.0, allow_inf_nan=False)
     # adaspec's plain floor: a k >= 1 predicted slower than plain is left inside switch_min_gain too
     plain_floor: bool = True
+    # adaspec's extension: at k = 0, speculation dearer than plain by more than this (relative) is
+    # probed, and its evidence aged, proportionally less often (adaptive/step_controller.py)
+    explore_overhead: float = Field(0.25, gt=0.0, allow_inf_nan=False)
 
 
 class DraftStepCalibration(_CalibrationFields):

@@ -112,7 +112,9 @@ def test_gain_just_above_switch_min_gain_switches():
 
 
 def test_controller_chooses_k_zero_and_probes():
-    ctrl = DraftStepController(2, StepPolicy(window_size=20, update_interval=5, switch_min_gain=0.05),
+    # explore_overhead 0.5: k = 1's 50% over plain is explored at the base rate (scaling: below)
+    ctrl = DraftStepController(2, StepPolicy(window_size=20, update_interval=5, switch_min_gain=0.05,
+                                             explore_overhead=0.5),
                                table_cost({0: 1.0, 1: 1.5, 2: 2.0}), pad_requests, probe_interval=10)
     feed(ctrl, 5, [2, 2], [0, 0])
     assert ctrl.plan(2) == 0  # plain decode: 2/1 vs 2/1.5 vs 2/2
@@ -191,9 +193,10 @@ def test_cold_start_chooses_k_from_the_cost_table_under_the_prior():
 
 
 def test_cold_start_at_k_zero_probes_at_a_bounded_counted_rate():
-    """Issue 13: a prior that predicts a loss starts at plain decode; probes are <= 1/(interval+1)."""
-    ctrl = DraftStepController(2, StepPolicy(update_interval=5), table_cost({0: 1.0, 1: 5.0, 2: 9.0}), pad_requests,
-                               probe_interval=10)
+    """Issue 13: a prior that predicts a loss starts at plain decode; probes are <= 1/(interval+1)
+    (explore_overhead 4: this table's k = 1 is explored at the base rate; the scaling is tested below)."""
+    ctrl = DraftStepController(2, StepPolicy(update_interval=5, explore_overhead=4.0), table_cost({0: 1.0, 1: 5.0, 2: 9.0}),
+                               pad_requests, probe_interval=10)
     ks = []
     for i in range(55):
         ks.append(ctrl.plan(1, round_id=i))
@@ -329,3 +332,88 @@ def test_the_plain_floor_does_not_move_a_k_that_beats_plain():
     assert ctrl.plan(1) == 2
     d = ctrl.decisions[-1]
     assert d.reason == "keep" and d.predicted[2] > d.predicted[0] and 0 < d.gain <= 0.05
+
+
+# ---- exploration at k = 0 priced by what speculation costs here (issue 13; policy.explore_overhead) ----
+def _probe_batches(table: dict[int, float], batches: int, **policy) -> list[int]:
+    """Batch indices of the probes after k = 1 (5 batches) went to k = 0 on rejections (zero_confidence 0:
+    probes are the only way out here)."""
+    ctrl = DraftStepController(1, StepPolicy(update_interval=5, zero_confidence=0.0, **policy), table_cost(table),
+                               pad_requests, probe_interval=10, cold_start="k_max")
+    ks = []
+    for i in range(batches + 5):
+        ks.append(ctrl.plan(16, round_id=i))
+        ctrl.observe([ks[-1]] * 16, [0] * 16, round_id=i)  # nothing is ever accepted: plain is right
+    assert ks[:6] == [1] * 5 + [0] and ctrl.probe_rounds == sum(ks[5:])
+    return [i - 5 for i, k in enumerate(ks) if k and i >= 5]
+
+
+def test_dearer_speculation_is_probed_less_often_at_the_same_cost_per_batch():
+    """Issue 13, greedy B = 16: probing a k = 1 that costs 1.7x plain every 20 batches cost ~3.5% of
+    plain throughput. With explore_overhead 0.25 (default) a probe comes every probe_interval
+    batches while k = 1 costs <= 1.25x plain, and proportionally less often above: every
+    ceil(10 * 0.75 / 0.25) = 30 batches at 1.75x, so probes cost <= 0.25 / 10 of plain time at both."""
+    cheap = _probe_batches({0: 1.0, 1: 1.2}, 200)
+    dear = _probe_batches({0: 1.0, 1: 1.75}, 200)
+    # one batch in every probe_every (the probe counts towards the next interval)
+    assert cheap == list(range(10, 200, 10)) and dear == list(range(30, 200, 30))
+    for table, probes in (({0: 1.0, 1: 1.2}, cheap), ({0: 1.0, 1: 1.75}, dear)):
+        extra = len(probes) * (table[1] - table[0])  # probe time over plain, in plain batches
+        assert extra / 200 <= 0.25 / 10 + 1e-9
+    # a larger explore_overhead restores the base rate; the scale is the controller's public figure
+    assert _probe_batches({0: 1.0, 1: 1.75}, 200, explore_overhead=0.75) == cheap
+    ctrl = DraftStepController(1, StepPolicy(), table_cost({0: 1.0, 1: 1.75}), pad_requests, probe_interval=10)
+    assert ctrl.explore_scale({0: 1.0, 1: 1.75}) == pytest.approx(3.0) and ctrl.probe_every({0: 1.0, 1: 1.75}) == 30
+    assert ctrl.explore_scale({0: 1.0, 1: 1.1}) == 1.0 and ctrl.explore_scale({1: 1.0}) == 1.0
+
+
+def test_k_zero_ages_its_evidence_slower_when_speculation_costs_more():
+    """The half-life of the evidence at k = 0 is window_size * explore_scale: halving explore_overhead
+    doubles the scale of a 1.25x table and so (nearly) doubles the batches before an optimistic leave."""
+    def left(explore_overhead):
+        ctrl = DraftStepController(1, StepPolicy(window_size=20, update_interval=5, explore_overhead=explore_overhead),
+                                   table_cost(PLAIN_VS_K1), pad_requests, cold_start="k_max", probe_interval=0)
+        assert ctrl.plan(1) == 1
+        for i in range(20):
+            feed(ctrl, 1, [1], [1 if i < 3 else 0])
+        return _batches_until_k_zero_is_left(ctrl, 1)
+
+    base, slow = left(0.25), left(0.125)
+    assert base is not None and slow is not None
+    assert 2 * base - 5 <= slow <= 2 * base + 5
+
+
+def test_a_probe_is_fresh_evidence_at_k_zero():
+    """Evidence ages from when k = 0 took effect, or from when it was observed if later (a probe):
+    hand-computed weights, and the old single-weight rule when nothing came after k = 0."""
+    from adaspec.adaptive.feedback import AcceptanceWindow
+
+    w = AcceptanceWindow(1, 20)
+    w.observe([1] * 4, [1, 0, 0, 0])  # batch 1: 1 of 4
+    assert w.aged_prefix_acceptance(0.0, 41, 1, 20.0)[0] == pytest.approx(0.25)
+    assert w.aged_prefix_acceptance(1.0, 41, 1, 20.0)[0] == pytest.approx(w.prefix_acceptance(1.0, 0.25)[0])
+    for _ in range(9):
+        w.observe([0], [0])  # k = 0 batches: counted, not in the window
+    w.observe([1] * 4, [1] * 4)  # batch 11, a probe after k = 0 took effect at 1: 4 of 4
+    # at 31: batch 1 weighs 2^(-30/20), the probe 2^(-20/20); z = 0: (w1 * 1 + w2 * 4) / (4 w1 + 4 w2)
+    w1, w2 = 0.5 ** 1.5, 0.5
+    assert w.aged_prefix_acceptance(0.0, 31, 1, 20.0)[0] == pytest.approx((w1 + 4 * w2) / (4 * w1 + 4 * w2))
+    with pytest.raises(ValueError, match="half_life"):
+        w.aged_prefix_acceptance(0.0, 31, 1, 0.0)
+
+
+def test_where_plain_is_right_exploration_costs_at_most_two_percent_without_timing_noise():
+    """Issue 13's floor, decisions only (bench/step_control_sim.py: the controller on seeded Bernoulli
+    acceptance, charged a cost table): with this VM's B = 16 table (k = 1 at 1.69x plain) and the
+    greedy draft's first-position rate of the mixed stream (~0.55) or lower, plain is the best fixed
+    setting and the controller keeps >= 0.98x of it; before explore_overhead it kept 0.961-0.989x."""
+    from bench.step_control_sim import fixed_throughputs, rates, simulate
+
+    costs = [101.5, 171.9, 234.1, 300.0]
+    for a in (0.1, 0.3, 0.55):
+        alpha = rates(a, 3, 1.1)
+        fixed = fixed_throughputs(alpha, costs, 16)
+        assert max(range(4), key=fixed.__getitem__) == 0
+        tok_per_ms, hist, probes = simulate(alpha, costs, 16, StepPolicy(), 2000, seed=0, probe_interval=20)
+        assert tok_per_ms / fixed[0] >= 0.98, (a, hist, probes)
+        assert probes <= 2000 / 40  # probes every ceil(20 * 0.69 / 0.25) = 56 batches at most

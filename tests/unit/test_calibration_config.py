@@ -92,6 +92,23 @@ def test_the_plain_floor_is_a_policy_field_with_a_strict_bool():
         parse_draft_step_config({"version": 1, "policy": {"plain_floor": "no"}})
 
 
+def test_explore_overhead_is_a_positive_policy_field_and_the_two_policies_share_defaults():
+    """Issue 13: policy.explore_overhead (default 0.25) reaches the controller; 0 or a string is
+    refused naming the field. The file's policy and the controller's StepPolicy spell every field and
+    default twice (the import direction keeps them apart), so this holds them equal."""
+    import dataclasses
+
+    from adaspec.adaptive.step_controller import StepPolicy
+
+    d = parse_draft_step_config({"version": 1, "policy": {"explore_overhead": 0.5}}).policy
+    assert StepPolicy(**d.model_dump()).explore_overhead == 0.5
+    for bad in (0, -1.0, "high"):
+        with pytest.raises(CalibrationConfigError, match="explore_overhead"):
+            parse_draft_step_config({"version": 1, "policy": {"explore_overhead": bad}})
+    file_defaults = parse_draft_step_config({"version": 1}).policy.model_dump()
+    assert file_defaults == {f.name: f.default for f in dataclasses.fields(StepPolicy)}
+
+
 def test_invalid_json_names_file_position_and_flag(tmp_path):
     p = write(tmp_path, '{"model": "sps",\n "warmup_steps": }')
     with pytest.raises(CalibrationConfigError) as e:

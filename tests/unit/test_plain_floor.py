@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -100,8 +102,10 @@ def test_k_zero_rounds_do_not_call_the_drafter(tiny_llama_dir, plain, linear_bac
                   **_mode_flags(mode, cal_files))
     eng = llm.engine
     old = eng.control.step
-    # a controller whose cost table says speculation never pays: its cold start picks k = 0
-    step = eng.control.step = DraftStepController(old.k_max, old.policy, lambda bcap, k: 1.0 if k == 0 else 1e6,
+    # a controller whose cost table says speculation never pays: its cold start picks k = 0 (and an
+    # explore_overhead that keeps probing a 10^6x dearer k at the base rate, so probes happen here)
+    policy = dataclasses.replace(old.policy, explore_overhead=1e9)
+    step = eng.control.step = DraftStepController(old.k_max, policy, lambda bcap, k: 1.0 if k == 0 else 1e6,
                                                   old.pad_requests, lag=eng.control.lag, probe_interval=6)
     counting = CountingDrafter(eng.rounds.drafter)
     eng.rounds.drafter = counting
@@ -176,7 +180,8 @@ def test_seeded_random_requests_through_skipped_rounds_equal_seeded_plain(tiny_l
         ctl.floor = PlainFloor(probe_interval=3)
     else:
         old = ctl.step
-        ctl.step = DraftStepController(old.k_max, old.policy, lambda bcap, k: 1.0 if k == 0 else 1e6,
+        ctl.step = DraftStepController(old.k_max, dataclasses.replace(old.policy, explore_overhead=1e9),
+                                       lambda bcap, k: 1.0 if k == 0 else 1e6,  # probes at the base rate
                                        old.pad_requests, lag=ctl.lag, probe_interval=3)
     done = run_staggered(llm.engine, PROMPTS, params)
     assert [done[i].token_ids for i in range(len(PROMPTS))] == [r.token_ids for r in ref]

@@ -1,0 +1,78 @@
+"""The adaptive draft step's policy (R-C2, R-C5 and adaspec's extensions) and its scoring rule (R-C1).
+
+`StepPolicy` holds the fields of `--adaptive_draft_step_config`'s "policy" (the file's schema,
+calibration/schema.DraftStepPolicy, spells them again; a test holds both equal). `best_step` is the
+argmax of predicted tokens per ms that every re-score runs; the rules that use them are in
+step_controller.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class StepPolicy:
+    window_size: int = 20
+    update_interval: int = 5
+    switch_min_gain: float = 0.05
+    # at k = 0, speculation is scored this many standard errors above the window's (aged) estimate
+    # (Wilson bound) when deciding to leave k = 0; 0 = the point estimate, R-C2's rule unchanged
+    zero_confidence: float = 1.0
+    # at k >= 1, a re-score that predicts the current k to lose to plain (k = 0) switches to the best
+    # candidate even inside switch_min_gain (adaspec's plain floor, issue 13); False = R-C2's rule
+    plain_floor: bool = True
+    # at k = 0, exploration (probes, and the aging that lets k = 0 be left on optimism) runs at the base
+    # rates while the cheapest k >= 1 costs at most this much more than plain (relative); dearer
+    # speculation is explored proportionally less often, so exploration costs no more per batch
+    explore_overhead: float = 0.25
+
+    def __post_init__(self):
+        if not self.zero_confidence >= 0:
+            raise ValueError(f"policy.zero_confidence must be >= 0, got {self.zero_confidence}")
+        if self.window_size < 1:
+            raise ValueError(f"policy.window_size must be >= 1, got {self.window_size}")
+        if self.update_interval < 1:
+            raise ValueError(f"policy.update_interval must be >= 1, got {self.update_interval}")
+        if self.switch_min_gain < 0:
+            raise ValueError(f"policy.switch_min_gain must be >= 0, got {self.switch_min_gain}")
+        if not self.explore_overhead > 0:
+            raise ValueError(f"policy.explore_overhead must be > 0, got {self.explore_overhead}")
+
+
+def step_throughput(batch_size: int, prefix_acceptance: Sequence[float], k: int, cost_ms: float) -> float:
+    """Predicted tokens per ms of a round with k draft steps."""
+    return batch_size * (1.0 + float(np.sum(np.asarray(prefix_acceptance, dtype=np.float64)[:k]))) / cost_ms
+
+
+def best_step(
+    batch_size: int,
+    prefix_acceptance: Sequence[float],
+    cost_ms_by_k: dict[int, float],
+    allow_zero: bool = True,
+) -> tuple[int, dict[int, float]]:
+    """(argmax k, predicted throughput of every candidate k). Candidates are exactly the table's k
+    (k = 0 only if `allow_zero`); ties go to the smaller k."""
+    a = np.asarray(prefix_acceptance, dtype=np.float64)
+    predicted: dict[int, float] = {}
+    for k in sorted(cost_ms_by_k):
+        if k < 0 or k > len(a):
+            raise ValueError(f"step count {k} outside 0..{len(a)} (prefix_acceptance has {len(a)} positions)")
+        if k == 0 and not allow_zero:
+            continue
+        cost = cost_ms_by_k[k]
+        if cost is None or not cost > 0:
+            raise ValueError(f"cost_ms for k={k} must be a positive number, got {cost}")
+        predicted[k] = step_throughput(batch_size, a, k, cost)
+    if not predicted:
+        raise ValueError("no candidate step count (empty cost table)")
+    best = max(predicted, key=lambda k: (predicted[k], -k))
+    return best, predicted
+
+
+def _best_speculative(batch_size: int, prefix_acceptance, table: dict[int, float]) -> int:
+    """The best k >= 1 of a Bcap's table on the point estimate (what a probe runs)."""
+    return best_step(batch_size, prefix_acceptance, {k: c for k, c in table.items() if k > 0}, allow_zero=False)[0]
