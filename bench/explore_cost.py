@@ -29,6 +29,7 @@ if __package__ in (None, ""):
 
 from bench import common  # noqa: E402
 from bench.step_cost_check import calibrated_costs, force_k  # noqa: E402
+from bench.step_cost_check import parse_args as cost_check_args  # noqa: E402
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -62,13 +63,13 @@ def main(argv=None) -> int:
     common.setup_threads(1)
     info = common.run_info(args)
     print(f"# exploration cost of the draft step: {info['machine']}; torch {info['torch']}; {info['date']}", flush=True)
-    cal_args = argparse.Namespace(batch_size=args.batch_size, k_max=args.k_max, max_tokens=args.max_tokens,
-                                  prefill_tokens=192, prompt_tokens=192, warmup_steps=1, window_steps=6,
-                                  windows_per_point=2, max_model_len=1024)
+    # step_cost_check's own calibration defaults, not a copy of them
+    cal_args = cost_check_args([f"--batch_size={args.batch_size}", f"--k_max={args.k_max}",
+                                f"--max_tokens={args.max_tokens}"])
     with tempfile.TemporaryDirectory() as tmp:
         llm, table, _ = calibrated_costs(cal_args, Path(tmp))
     common.log(f"[bench] table at bucket {args.batch_size}: " + ", ".join(f"k={k} {c:.1f} ms" for k, c in enumerate(table)))
-    prompts = common.prompt_sets(llm.tokenizer, ["mixed"], args.batch_size, 192, "auto")["mixed"]
+    prompts = common.prompt_sets(llm.tokenizer, ["mixed"], args.batch_size, cal_args.prompt_tokens, "auto")["mixed"]
     common.serve(llm, prompts[:2], 2, 4, ignore_eos=True)  # first-call costs out of the way
     runs: dict[str, list[float]] = {"k0": [], "adaptive": []}
     shares = []
