@@ -108,10 +108,10 @@ def _add_bool(parser: argparse.ArgumentParser, name: str, default: bool, help: s
 
 def add_engine_flags(parser: argparse.ArgumentParser) -> None:
     """One flag per EngineConfig field, typed from the field's default."""
-    from .config import DEVICES, DTYPES, LINEAR_BACKENDS, SPECULATIVE_ALGORITHMS
+    from .config import LAYER_KERNELS, DEVICES, DTYPES, LINEAR_BACKENDS, SPECULATIVE_ALGORITHMS
 
     choices = {"dtype": DTYPES, "device": DEVICES, "speculative_algorithm": SPECULATIVE_ALGORITHMS,
-               "linear_backend": LINEAR_BACKENDS}
+               "linear_backend": LINEAR_BACKENDS, "layer_kernels": LAYER_KERNELS}
     helps = EngineConfig.field_help()
     for f in dataclasses.fields(EngineConfig):
         if isinstance(f.default, bool):

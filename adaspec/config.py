@@ -21,6 +21,7 @@ SPECULATIVE_ALGORITHMS = ("none", "MTP", "DSpark", "Suffix", "MTP+Suffix")
 SUFFIX_ALGORITHMS = ("Suffix", "MTP+Suffix")  # issue 10: the model-free draft, alone or beside MTP
 MAX_SUFFIX_GLOBAL_CACHE = 4096
 LINEAR_BACKENDS = ("auto", "fp32", "fp16w", "bf16", "int8")
+LAYER_KERNELS = ("auto", "native", "torch")  # models/native_kernels.py (issue 14)
 # the backend that is plain nn.Linear in each dtype (models/linear.py)
 NATIVE_LINEAR_BACKEND = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 
@@ -71,6 +72,23 @@ def check_linear_backend(backend: str, dtype: str, device_type: str) -> None:
                           f"{flag}={alternatives}", param=flag)
 
 
+def check_layer_kernels(choice: str, dtype: str, device_type: str) -> None:
+    """--layer_kernels against the resolved --dtype and --device (ConfigError naming the flag).
+    Whether the kernels build on this machine is known once the model's config is read
+    (preflight, models/native_kernels.resolve)."""
+    flag = "--layer_kernels"
+    if choice not in LAYER_KERNELS:
+        raise ConfigError(f"{flag}={choice}: allowed values are {', '.join(LAYER_KERNELS)}", param=flag)
+    if choice != "native":
+        return
+    if device_type != "cpu":
+        raise ConfigError(f"{flag}=native are CPU kernels; with --device={device_type} use {flag}=auto or torch",
+                          param=flag)
+    if dtype != "float32":
+        raise ConfigError(f"{flag}=native compute in float32: they need --dtype=float32; with --dtype={dtype} use "
+                          f"{flag}=auto or torch", param=flag)
+
+
 @dataclass(frozen=True)
 class EngineConfig:
     model: str | None = field(default=None, metadata={"help": "HF model directory or .gguf file; default: bundled SmolLM2-135M-Instruct"})
@@ -83,6 +101,13 @@ class EngineConfig:
         "fp32 | fp16w (float16 weights, float32 compute, near-lossless) | bf16 | int8 (int8 weights and "
         "activations: changes the model's outputs, opt-in only). CPU with --dtype=float32; on CUDA or with "
         "other dtypes only auto or the dtype's own")})
+    layer_kernels: str = field(default="auto", metadata={"help": (
+        "kernels of everything in a decoder layer but its linear products (attention over the KV cache with "
+        "rotary embedding, RMSNorm with the residual add, SiLU-and-multiply), in the target and the MTP draft; "
+        "fixed at load and part of the cost-table identity: auto (native where it can run, else torch) | native "
+        "(adaspec's C++ kernels, built once per machine with the system C++ compiler; CPU, --dtype=float32) | "
+        "torch (torch ops, scaled_dot_product_attention). Both give a row the same bits whatever shares its "
+        "forward")})
     threads: int = field(default=1, metadata={"help": "CPU threads for PyTorch (default 1; >1 sets OMP_WAIT_POLICY=PASSIVE)"})
     max_seqs_per_batch: int = field(default=16, metadata={"help": "request slots: at most this many requests run at once"})
     max_model_len: int | None = field(default=None, metadata={"help": "context limit per request (prompt + output); default min(model limit, 2048)"})
@@ -132,6 +157,8 @@ class EngineConfig:
             check_linear_backend(self.linear_backend, self.dtype, self.device.split(":")[0])
         elif self.linear_backend not in LINEAR_BACKENDS:
             check_linear_backend(self.linear_backend, "float32", "cpu")
+        check_layer_kernels(self.layer_kernels, "float32" if self.dtype == "auto" else self.dtype,
+                                self.device.split(":")[0])
         for name in ("threads", "max_seqs_per_batch", "max_num_batched_tokens"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"--{name}={getattr(self, name)}: must be >= 1")

@@ -58,7 +58,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"),
                    help="weights/activations dtype, the same for both engines")
     p.add_argument("--linear_backends", default="fp32,fp16w",
-                   help="comma-separated adaspec --linear_backend values to run side by side (auto, fp32, fp16w, bf16, int8)")
+                   help="comma-separated adaspec engines to run side by side, each LINEAR[:KERNELS]: its --linear_backend "
+                        "(auto, fp32, fp16w, bf16, int8) and optionally its --layer_kernels (auto, native, torch; "
+                        "default auto), e.g. fp32:torch,auto (the engine before issue 14 against today's default)")
     p.add_argument("--prompts", default="builtin", choices=("builtin", "code", "chat", "prose", "mixed"),
                    help="builtin: bench/prompts.py chat prompts; else held-out prompts of that source")
     p.add_argument("--num_prompts", type=int, default=8, help="held-out prompts (ignored with --prompts=builtin)")
@@ -86,8 +88,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     if args.max_tokens < 2 and args.decode_only == "true":
         p.error("--max_tokens must be >= 2 for the decode-only figure (or pass --decode_only=false)")
     args.decode_only = args.decode_only == "true"
-    args.linear_backends = parse_list(args.linear_backends, str, ("auto", "fp32", "fp16w", "bf16", "int8"),
-                                      name="linear_backends")
+    args.linear_backends = parse_list(args.linear_backends, str, name="linear_backends")
+    for entry in args.linear_backends:
+        linear, _, kernels = entry.partition(":")
+        if linear not in ("auto", "fp32", "fp16w", "bf16", "int8") or kernels not in ("", "auto", "native", "torch"):
+            p.error(f"--linear_backends: {entry!r} is not LINEAR[:KERNELS] with LINEAR in auto, fp32, fp16w, bf16, int8 "
+                    "and KERNELS in auto, native, torch")
     return args
 
 
@@ -100,14 +106,17 @@ def groups_for(prompts: list[list[int]], batch_size: int) -> list[list[list[int]
 
 
 class AdaspecEngine:
-    def __init__(self, model, dtype: str, threads: int, max_batch: int, linear_backend: str = "fp32"):
+    def __init__(self, model, dtype: str, threads: int, max_batch: int, engine: str = "fp32"):
         from adaspec.engine.llm_engine import LLM
         from adaspec.sampling_params import SamplingParams
 
+        linear_backend, _, kernels = engine.partition(":")
         self.llm = LLM(model=model, dtype=dtype, threads=threads, max_seqs_per_batch=max_batch,
-                       linear_backend=linear_backend)
+                       linear_backend=linear_backend, layer_kernels=kernels or "auto")
         self.backend = self.llm.engine.linear_backend
-        self.name = f"adaspec-{linear_backend}" + (f"({self.backend})" if linear_backend == "auto" else "")
+        self.kernels = self.llm.engine.layer_kernels
+        self.name = (f"adaspec-{linear_backend}" + (f"({self.backend})" if linear_backend == "auto" else "")
+                     + f":{self.kernels}")
         self._params = SamplingParams
         self.model_dir = self.llm.engine.model_dir
 
@@ -215,6 +224,7 @@ def main(argv=None) -> int:
         "max_tokens": args.max_tokens, "repeats": args.repeats, "batch_sizes": args.batch_sizes,
         "prompt_tokens": lens, "prompts": args.prompts,
         "linear_backends": {e.name: e.backend for e in adas},
+        "layer_kernels": {e.name: e.kernels for e in adas},
     }
     print(f"# plain decode: {info['machine']}; torch {info['torch']}, transformers {info['transformers']}", flush=True)
     print(f"# dtype={args.dtype} threads={args.threads} max_tokens={args.max_tokens} repeats={args.repeats} "

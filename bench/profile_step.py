@@ -38,6 +38,7 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description="per-op profile of a B=1 plain step and a B=1 MTP round",
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--linear_backend", default="auto", help="--linear_backend of both engines")
+    p.add_argument("--layer_kernels", default="auto", help="--layer_kernels of both engines (auto, native, torch)")
     p.add_argument("--mtp_k", type=int, default=3, help="MTP draft steps of the speculative round")
     p.add_argument("--batch_size", type=int, default=1, help="requests decoding together")
     p.add_argument("--warmup", type=int, default=8, help="rounds before profiling")
@@ -51,6 +52,7 @@ def annotations(engine):
     """record_function ranges around the draft, the LM head and sampling (restored afterwards)."""
     import torch
 
+    from adaspec.models import native_kernels
     from adaspec.runner import round_runner
 
     patched = []
@@ -70,6 +72,7 @@ def annotations(engine):
     wrap(engine.model, "logits", "LM head")
     wrap(round_runner, "sample", "sampling")
     wrap(round_runner, "count_accepted", "sampling")
+    wrap(native_kernels, "attend", "native attention")  # --layer_kernels=native: no torch op inside
     try:
         yield
     finally:
@@ -88,7 +91,7 @@ def group_of(event) -> str:
     for label in ("draft", "LM head", "sampling"):
         if label in names:
             return label
-    if any(any(a in n for a in ATTENTION_OPS) for n in names):
+    if "native attention" in names or any(any(a in n for a in ATTENTION_OPS) for n in names):
         return "attention"
     if any(any(n == op or n.endswith(op.split("::")[-1]) for op in LINEAR_OPS) for n in names):
         return "linears"
@@ -146,15 +149,17 @@ def main(argv=None) -> int:
     result = {"info": info, "configs": {}}
     for name, (algo, k) in configs.items():
         llm = common.build_llm("float32", algo, k, max_seqs=args.batch_size, max_model_len=1024,
-                               linear_backend=args.linear_backend)
+                               linear_backend=args.linear_backend, layer_kernels=args.layer_kernels)
         prompts = common.load_prompts(llm.tokenizer, "code", args.batch_size)
         r = profile_config(llm, prompts, args)
         r["linear_backend"] = llm.engine.linear_backend
+        r["layer_kernels"] = llm.engine.layer_kernels
         result["configs"][name] = r
         log(f"[bench] {name}: {r['round_ms_cpu']:.1f} ms CPU per round, {r['tokens_per_round']:.2f} tokens per round")
         del llm
-    backend = next(iter(result["configs"].values()))["linear_backend"]
-    print(f"\n### one B={args.batch_size} round on {backend}, ms per round (profiled; share of the profiled round)\n")
+    first = next(iter(result["configs"].values()))
+    print(f"\n### one B={args.batch_size} round on {first['linear_backend']} linears and {first['layer_kernels']} "
+          "layer kernels, ms per round (profiled; share of the profiled round)\n")
     head = ["group"] + list(result["configs"])
     body = []
     for g in GROUPS:

@@ -72,6 +72,8 @@ class TableMetadata(BaseModel):
     quantization: str = "none"
     dtype: str
     linear_backend: str = "fp32"  # models/linear.py; a table without it predates issue 14 (see from_dict)
+    # models/native_kernels.py; a table without it was measured on torch's ops (before the native kernels)
+    layer_kernels: str = "torch"
     tp_size: int = Field(1, ge=1)
     dp_size: int = Field(1, ge=1)
     cp_size: int = Field(1, ge=1)
@@ -107,6 +109,7 @@ class TableCompat:
     device_type: str  # "cpu" | "cuda"
     quantization: str = "none"
     linear_backend: str = "fp32"  # the resolved --linear_backend (never "auto")
+    layer_kernels: str = "torch"  # the resolved --layer_kernels (never "auto")
     tp_size: int = 1
     dp_size: int = 1
     cp_size: int = 1
@@ -130,6 +133,9 @@ _FIXES = {
               "(or run with --dtype={table})"),
     "linear_backend": ("the table was measured with another linear backend (another kernel, other costs)",
                        "load a table made with --linear_backend={engine} (or run with --linear_backend={table})"),
+    "layer_kernels": ("the table was measured with other layer kernels (attention, norms: other costs)",
+                          "load a table made with --layer_kernels={engine} (or run with "
+                          "--layer_kernels={table})"),
     "tp_size": ("the parallel topology differs", "load a table made with --tp_size={engine}"),
     "dp_size": ("the parallel topology differs (a DP={table} table cannot serve DP={engine})",
                 "load a table made with --dp_size={engine}"),
@@ -188,7 +194,7 @@ class CostTable:
         meta = TableMetadata(
             algorithm=compat.algorithm, mode=compat.mode, draft_width=compat.draft_width,
             weights_fingerprint=compat.weights_fingerprint, quantization=compat.quantization, dtype=compat.dtype,
-            linear_backend=compat.linear_backend,
+            linear_backend=compat.linear_backend, layer_kernels=compat.layer_kernels,
             tp_size=compat.tp_size, dp_size=compat.dp_size, cp_size=compat.cp_size, unified=compat.unified,
             device_type=compat.device_type,
             created_at=created_at or _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),

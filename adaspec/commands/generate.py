@@ -104,7 +104,7 @@ def cmd_generate(args, engine_config) -> int:
     elapsed = time.perf_counter() - t0
     n_out = sum(len(o.token_ids) for o in outputs)
     stats = {"output_tokens": n_out, "elapsed_s": round(elapsed, 4), "tokens_per_s": round(n_out / elapsed, 3),
-             "linear_backend": llm.engine.linear_backend}
+             "linear_backend": llm.engine.linear_backend, "layer_kernels": llm.engine.layer_kernels}
     if llm.engine.config.speculative:
         stats.update(llm.engine.spec_stats.summary())
     if llm.engine.control is not None:

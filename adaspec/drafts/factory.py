@@ -228,17 +228,20 @@ def engine_drafter(config, draft_dir, target_model, model_dir, device, dtype) ->
     return load_drafter(draft_dir, kind, target_model, model_dir, device, dtype)
 
 
-def ready_drafter(drafter, config, linear_backend: str, cache_len: int):
+def ready_drafter(drafter, config, linear_backend: str, cache_len: int, layer_kernels: str = "torch"):
     """The engine's drafter made ready to serve: an `nn.Module` draft (and MTP+Suffix's MTP part) gets
-    the target's linear backend in place (models/linear.pack_module: inference only), the schedule
-    lag is set, and per-slot state is allocated. ConfigError when --num_speculative_tokens exceeds
-    what the draft proposes."""
+    the target's linear backend in place (models/linear.pack_module: inference only) and, where its
+    block is a models/llama DecoderLayer (MTP), the target's --layer_kernels; the schedule lag is set,
+    and per-slot state is allocated. ConfigError when --num_speculative_tokens exceeds what the draft
+    proposes."""
     from ..config import ConfigError
     from ..models.linear import pack_module
 
     packable = getattr(drafter, "mtp", drafter)  # MTP+Suffix: its MTP part (issue 10)
     if isinstance(packable, torch.nn.Module):  # the drafts and their heads use the target's backend
         pack_module(packable, linear_backend)
+    if hasattr(packable, "native_kernels"):
+        packable.native_kernels = layer_kernels == "native"
     if hasattr(drafter, "set_lag"):
         drafter.set_lag(2 if config.enable_schedule_overlap else 1)
     if config.num_draft_tokens > drafter.max_steps:

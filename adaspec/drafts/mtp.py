@@ -155,6 +155,8 @@ class MTPDraft(nn.Module):
         self.rotary = Rotary(cfg)
         self.cache_k: torch.Tensor | None = None
         self.cache_v: torch.Tensor | None = None
+        # serving runs its block in adaspec's layer kernels when the target does (drafts/factory.ready_drafter)
+        self.native_kernels = False
 
     # ---- construction -----------------------------------------------------------------------
     def bind_target(self, target) -> "MTPDraft":
@@ -217,7 +219,7 @@ class MTPDraft(nn.Module):
         B = len(batch.slots)
         dtype = self.norm.weight.dtype
         # refresh: entry (p, h_p, t_{p+1}) -> cache index p, rotary position p+1
-        layout = build_layout(batch.slots, batch.entry_starts, batch.entry_lens, dev)
+        layout = build_layout(batch.slots, batch.entry_starts, batch.entry_lens, dev, native=self.native_kernels)
         x = self.fuse(batch.hidden.to(dtype), batch.next_tokens)
         cos, sin = self.rotary(layout.row_pos + 1, dtype)
         o = self.layer(x, cos, sin, self.cache_k, self.cache_v, layout)
@@ -236,7 +238,7 @@ class MTPDraft(nn.Module):
             if j + 1 == K:
                 break
             # step j+2: index n_b + j, rotary position n_b + j + 1, fed with its own hidden state
-            layout = build_layout(batch.slots, [n + j for n in newest], [1] * B, dev)
+            layout = build_layout(batch.slots, [n + j for n in newest], [1] * B, dev, native=self.native_kernels)
             cos, sin = self.rotary(layout.row_pos + 1, dtype)
             h = self.layer(self.fuse(h, tok), cos, sin, self.cache_k, self.cache_v, layout)
         return DraftOutput(tokens, scores)

@@ -72,7 +72,8 @@ class AdaptiveControl:
         self.compat = TableCompat(
             algorithm=self.algorithm, draft_width=self.width, weights_fingerprint=engine.weights_fingerprint,
             dtype=str(engine.dtype).removeprefix("torch."), device_type=engine.device.type,
-            quantization=engine.quantization, linear_backend=engine.linear_backend, tp_size=cfg.tp_size,
+            quantization=engine.quantization, linear_backend=engine.linear_backend,
+            layer_kernels=engine.layer_kernels, tp_size=cfg.tp_size,
             dp_size=cfg.dp_size, cp_size=cfg.cp_size,
             unified=cfg.enable_unified_mtp_graph, mode=self.mode)
 

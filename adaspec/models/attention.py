@@ -18,6 +18,9 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
+from . import native_kernels
+from .native_kernels import NativePlan
+
 
 @dataclass
 class AttentionGroup:
@@ -51,7 +54,8 @@ class RaggedLayout:
 
     row_slot: torch.Tensor  # [T] int64, cache slot of each flat row
     row_pos: torch.Tensor  # [T] int64, absolute position of each flat row
-    groups: list[AttentionGroup]
+    groups: list[AttentionGroup]  # the SDPA path's grids (empty on the native path)
+    native: NativePlan | None = None  # set: the layer runs in adaspec's kernels (models/native_kernels.py)
 
 
 def _group_key(q: int) -> int:
@@ -67,8 +71,12 @@ def build_layout(
     q_lens: list[int],
     device: torch.device | str = "cpu",
     sliding_window: int | None = None,
+    native: bool = False,
 ) -> RaggedLayout:
-    """Layout for requests with cache `slots`, `q_lens[b]` new rows starting at position `starts[b]`."""
+    """Layout for requests with cache `slots`, `q_lens[b]` new rows starting at position `starts[b]`.
+
+    `native`: the layer runs in adaspec's kernels (a model's `layer_kernels == "native"`, CPU
+    float32); the layout then carries their plan instead of SDPA's padded grids."""
     if not (len(slots) == len(starts) == len(q_lens)) or not slots:
         raise ValueError("build_layout needs one slot, start and q_len per request (at least one)")
     if min(q_lens) < 1:
@@ -79,6 +87,9 @@ def build_layout(
         offsets.append(len(row_pos))
         row_slot += [slot] * q
         row_pos += range(start, start + q)
+    if native:
+        return RaggedLayout(row_slot=as_long(row_slot), row_pos=as_long(row_pos), groups=[],
+                            native=native_kernels.native_plan(slots, starts, q_lens, sliding_window))
     members: dict[int, list[int]] = {}
     for b, q in enumerate(q_lens):
         members.setdefault(_group_key(q), []).append(b)
@@ -143,6 +154,8 @@ def ragged_attention(
     cache_v: torch.Tensor,  # [S, KVH, max_len, D]
     layout: RaggedLayout,
 ) -> torch.Tensor:  # [T, H * D]
+    if layout.native is not None:
+        return native_kernels.attend(q, k, v, cache_k, cache_v, layout.native)
     cache_k[layout.row_slot, :, layout.row_pos] = k
     cache_v[layout.row_slot, :, layout.row_pos] = v
     if len(layout.groups) == 1:

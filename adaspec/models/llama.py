@@ -13,6 +13,7 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 
+from . import native_kernels
 from .attention import RaggedLayout, ragged_attention
 from .config import ModelConfig
 from .linear import dense_weight, fuse, native_backend, relayout_fp32
@@ -50,6 +51,13 @@ class Attention(nn.Module):
 
     def forward(self, x, cos, sin, cache_k, cache_v, layout: RaggedLayout):
         T, H, KVH = x.shape[0], self.heads, self.kv_heads
+        if layout.native is not None:  # --layer_kernels=native: rotary, cache writes and attention in one call
+            if self.qkv_proj is None:
+                q, k, v = (p(x).view(T, -1, self.head_dim) for p in (self.q_proj, self.k_proj, self.v_proj))
+            else:
+                qkv = self.qkv_proj(x).view(T, H + 2 * KVH, self.head_dim)
+                q, k, v = qkv[:, :H], qkv[:, H:H + KVH], qkv[:, H + KVH:]
+            return self.o_proj(native_kernels.attend(q, k, v, cache_k, cache_v, layout.native, cos, sin))
         if self.qkv_proj is None:
             q = apply_rotary(self.q_proj(x).view(T, H, self.head_dim), cos, sin)
             k = apply_rotary(self.k_proj(x).view(T, KVH, self.head_dim), cos, sin)
@@ -74,9 +82,11 @@ class MLP(nn.Module):
         self.gate_up_proj = fuse(self, ("gate_proj", "up_proj"), pack)
         return self.gate_up_proj is not None
 
-    def forward(self, x):
+    def forward(self, x, native: bool = False):
         if self.gate_up_proj is None:
             return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        if native:  # --layer_kernels=native
+            return self.down_proj(native_kernels.silu_mul(self.gate_up_proj(x)))
         gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
         return self.down_proj(F.silu(gate) * up)
 
@@ -94,6 +104,12 @@ class DecoderLayer(nn.Module):
         return int(self.self_attn.fuse_projections(pack)) + int(self.mlp.fuse_projections(pack))
 
     def forward(self, x, cos, sin, cache_k, cache_v, layout):
+        if layout.native is not None:  # --layer_kernels=native: each norm (with the residual add) is one call
+            eps = self.input_layernorm.eps
+            _, h = native_kernels.add_rmsnorm(x, None, self.input_layernorm.weight, eps)
+            a = self.self_attn(h, cos, sin, cache_k, cache_v, layout)
+            x, h = native_kernels.add_rmsnorm(x, a, self.post_attention_layernorm.weight, self.post_attention_layernorm.eps)
+            return x + self.mlp(h, native=True)
         x = x + self.self_attn(self.input_layernorm(x), cos, sin, cache_k, cache_v, layout)
         return x + self.mlp(self.post_attention_layernorm(x))
 
@@ -122,6 +138,9 @@ class LlamaForCausalLM(nn.Module):
         self.requires_grad_(False)
         # the backend of the linear layers (models/linear.py): the dtype's own until loader.load_model repacks
         self.linear_backend, self.linear_choice = native_backend(dtype), None
+        # attention, norms and activations (models/native_kernels.py): torch ops until loader.load_model
+        # resolves --layer_kernels; "native" is adaspec's C++ kernels (CPU, float32)
+        self.layer_kernels, self.layer_kernels_choice = "torch", "torch ops"
 
     def load_weights(self, state_dict: dict[str, torch.Tensor]) -> None:
         """Copy a Hugging Face state dict in; missing or unexpected tensors are an error."""

@@ -161,22 +161,29 @@ def _conversion_lock(target: Path):
 
 
 def load_model(model_dir: str | os.PathLike, dtype=None, device="cpu", linear_backend: str = "fp32",
-               verify_rows: int = 4):
+               verify_rows: int = 4, layer_kernels: str = "torch"):
     """(ModelConfig, LlamaForCausalLM) for a Hugging Face style directory, weights in `dtype` on `device`.
 
     `linear_backend` (models/linear.py): "fp32" (the default here: plain nn.Linear, what training
     and parity tests use), a packed backend, or "auto" (measured on this model's shapes at 1 and
     `verify_rows` rows). The model carries the result as `model.linear_backend` (resolved name)
-    and `model.linear_choice` (linear_select.BackendChoice: the numbers behind it)."""
+    and `model.linear_choice` (linear_select.BackendChoice: the numbers behind it).
+    `layer_kernels` (models/native_kernels.py): "torch" (the default here), "native" or "auto";
+    the model carries the result as `model.layer_kernels` and the reason as
+    `model.layer_kernels_choice`. ValueError when "native" cannot run here."""
     import torch
     from safetensors import SafetensorError, safe_open
 
     from .config import InvalidModelError
     from .llama import LlamaForCausalLM
 
+    from .native_kernels import resolve
+
     dtype = torch.float32 if dtype is None else dtype
     cfg = read_model_config(model_dir)
+    kernels = resolve(layer_kernels, device, dtype, cfg)
     model = LlamaForCausalLM(cfg, dtype=dtype, device=device)
+    model.layer_kernels, model.layer_kernels_choice = kernels
     state: dict[str, torch.Tensor] = {}
     for file in safetensors_files(model_dir):
         try:

@@ -107,7 +107,7 @@ def worker_loop(model, num_slots: int, max_len: int, device, group=None) -> None
             _, slots, starts, lens, ids, sample_rows, capture = msg
             inputs = ForwardInputs(
                 input_ids=torch.tensor(ids, dtype=torch.long, device=device),
-                layout=build_layout(slots, starts, lens, device, sliding),
+                layout=build_layout(slots, starts, lens, device, sliding, native=model.layer_kernels == "native"),
                 sample_rows=torch.tensor(sample_rows, dtype=torch.long, device=device),
             )
             out = runner.forward(inputs, capture)

@@ -18,14 +18,16 @@ from .launch import agree, broadcast, init_group, leave_group, rank_device, spaw
 from .tensor_parallel import check_tp, shard_model
 
 
-def load_shard(model_dir, dtype, device, linear_backend: str, verify_rows: int, rank: int, world: int):
+def load_shard(model_dir, dtype, device, linear_backend: str, verify_rows: int, rank: int, world: int,
+               layer_kernels: str = "torch"):
     from ..models.linear import native_backend, pack_module
     from ..models.linear_select import check_rows, select_backend
     from ..models.loader import load_model
 
     error, cfg, model = None, None, None
     try:
-        cfg, model = load_model(model_dir, dtype, device, linear_backend=native_backend(dtype))
+        cfg, model = load_model(model_dir, dtype, device, linear_backend=native_backend(dtype),
+                                layer_kernels=layer_kernels)
         shard_model(model, rank, world)
     except (UserError, ValueError, OSError, RuntimeError) as e:
         error = str(e)
@@ -53,7 +55,8 @@ def serve_as_worker(config, rank, world, model_dir, dtype, num_slots, cache_len,
 
     device = torch.device(rank_device(config, rank))
     try:
-        _, model = load_shard(model_dir, dtype, device, config.linear_backend, verify_rows, rank, world)
+        _, model = load_shard(model_dir, dtype, device, config.linear_backend, verify_rows, rank, world,
+                              config.layer_kernels)
     except UserError:
         leave_group()
         return False
@@ -84,7 +87,8 @@ def start_tp(config, model_dir, dtype, device, num_slots: int, cache_len: int, v
         launch.join()
         sys.exit(0 if ok else 2)
     try:
-        cfg, model = load_shard(model_dir, dtype, device, config.linear_backend, verify_rows, 0, launch.world)
+        cfg, model = load_shard(model_dir, dtype, device, config.linear_backend, verify_rows, 0, launch.world,
+                                config.layer_kernels)
     except UserError:
         launch.leave()
         raise

@@ -210,3 +210,16 @@ def check_memory(cfg: ModelConfig, slots: int, cache_len: int, dtype, device, we
             f"--max_seqs_per_batch={slots} x context {cache_len} tokens needs a {kv / gib:.1f} GiB KV cache plus "
             f"~{weights / gib:.1f} GiB of weights, but only {have / gib:.1f} GiB is available on {device}; lower "
             "--max_seqs_per_batch or --max_model_len (or use a smaller --dtype)", param="--max_seqs_per_batch")
+
+
+def resolve_layer_kernels(config, device, dtype, model_cfg) -> tuple[str, str]:
+    """--layer_kernels resolved for this model and machine: (native | torch, why). The native kernels
+    are built here (once per machine, a couple of seconds) so that `native` is refused before the
+    weights load when they cannot run (no compiler, another dtype or device, odd sizes)."""
+    from ..config import ConfigError
+    from ..models.native_kernels import resolve
+
+    try:
+        return resolve(config.layer_kernels, device, dtype, model_cfg)
+    except ValueError as e:
+        raise ConfigError(str(e), param="--layer_kernels") from None

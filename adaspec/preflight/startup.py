@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from ..config import NATIVE_LINEAR_BACKEND, ConfigError, EngineConfig, check_linear_backend
+from ..config import NATIVE_LINEAR_BACKEND, ConfigError, EngineConfig, check_layer_kernels, check_linear_backend
 from ..errors import RequestError, UserError
 from ..sampling_params import SamplingParams
 from .paths import read_json, same_file
@@ -41,6 +41,7 @@ class Checked:
     quantization: str | None = None
     effective: Any = None  # EffectiveCalibration that will run (adaptive, no saved table)
     warnings: tuple[str, ...] = ()
+    layer_kernels: tuple[str, str] = ("torch", "")  # --layer_kernels resolved: (native | torch, why)
 
 
 def resolve_dtype(name: str, device) -> Any:
@@ -172,6 +173,7 @@ def preflight(config: EngineConfig, *, sampling: Iterable[SamplingParams] = (), 
     device = check_device(config)
     dtype = resolve_dtype(config.dtype, device)
     check_linear_backend(config.linear_backend, str(dtype).removeprefix("torch."), device.type)  # --dtype=auto resolved
+    check_layer_kernels(config.layer_kernels, str(dtype).removeprefix("torch."), device.type)
     table_path = config.adaptive_target_verify_cost_table
     if table_path:
         _early_table_check(config, table_path, dtype, device)
@@ -184,9 +186,10 @@ def preflight(config: EngineConfig, *, sampling: Iterable[SamplingParams] = (), 
     max_model_len = config.max_model_len or min(limit, 2048)
     width = config.num_draft_tokens
     cache_len = max_model_len + width + 1
-    from .model import check_draft, check_memory, draft_fingerprint
+    from .model import check_draft, check_memory, draft_fingerprint, resolve_layer_kernels
 
     check_memory(model_cfg, config.max_seqs_per_batch, cache_len, dtype, device, weight_bytes)
+    kernels = resolve_layer_kernels(config, device, dtype, model_cfg)
     if run_slots is not None and run_slots < config.max_seqs_per_batch:  # flags checked as given, run with fewer
         config = dataclasses.replace(config, max_seqs_per_batch=run_slots).validate()
     draft_dir = fingerprint = quant = effective = None
@@ -207,7 +210,7 @@ def preflight(config: EngineConfig, *, sampling: Iterable[SamplingParams] = (), 
             fingerprint, quant = f"{target_fp}+draft:{draft_fp}", quantization(model_dir)
             facts = _facts(config, max_model_len, cache_len)
             if table_path:
-                _full_table_check(config, table_path, dtype, device, fingerprint, quant, max_model_len)
+                _full_table_check(config, table_path, dtype, device, fingerprint, quant, max_model_len, kernels[0])
             elif config.enable_adaptive_draft_step:
                 path = config.adaptive_draft_step_config
                 effective = resolve_draft_step_config(step_cfg, facts, source=f"--adaptive_draft_step_config={path}"
@@ -217,7 +220,7 @@ def preflight(config: EngineConfig, *, sampling: Iterable[SamplingParams] = (), 
                 effective = resolve_verify_calibration(verify_cfg, facts, source=f"--adaptive_target_verify_calibration="
                                                        f"{path}" if path else None)
     return Checked(config, device, dtype, model_dir, model_cfg, tokenizer, max_model_len, cache_len, draft_dir,
-                   fingerprint, quant, effective, tuple(no_effect_warnings(config, sampling)))
+                   fingerprint, quant, effective, tuple(no_effect_warnings(config, sampling)), kernels)
 
 
 def _check_drafter(config: EngineConfig, drafter) -> None:
@@ -282,14 +285,21 @@ def expected_linear_backend(config: EngineConfig, dtype, device, table_value: st
     return table_value if config.linear_backend == "auto" else config.linear_backend
 
 
+def expected_layer_kernels(config: EngineConfig, table_value: str) -> str:
+    """Before the model's config is read, `auto` is unresolved: the table's own value passes the early
+    check, and the full check compares the resolved one."""
+    return table_value if config.layer_kernels == "auto" else config.layer_kernels
+
+
 def compat_for(config: EngineConfig, dtype, device, weights_fingerprint: str, quantization: str,
-               linear_backend: str = "fp32"):
+               linear_backend: str = "fp32", layer_kernels: str = "torch"):
     from ..calibration.cost_table import TableCompat
 
     return TableCompat(
         algorithm=config.speculative_algorithm, draft_width=config.num_draft_tokens,
         weights_fingerprint=weights_fingerprint, dtype=str(dtype).removeprefix("torch."), device_type=device.type,
-        quantization=quantization, linear_backend=linear_backend, tp_size=config.tp_size, dp_size=config.dp_size,
+        quantization=quantization, linear_backend=linear_backend, layer_kernels=layer_kernels,
+        tp_size=config.tp_size, dp_size=config.dp_size,
         cp_size=config.cp_size,
         unified=config.enable_unified_mtp_graph,
         mode="adaptive_draft_step" if config.enable_adaptive_draft_step else "adaptive_target_verify")
@@ -304,15 +314,17 @@ def _early_table_check(config: EngineConfig, path: str, dtype, device) -> None:
     data = read_json(path, TABLE_FLAG, "cost table")
     meta = CostTable.from_dict(data, str(path), sanity=False).metadata
     CostTable.load(path, compat_for(config, dtype, device, meta.weights_fingerprint, meta.quantization,
-                                    expected_linear_backend(config, dtype, device, meta.linear_backend)))
+                                    expected_linear_backend(config, dtype, device, meta.linear_backend),
+                                    expected_layer_kernels(config, meta.layer_kernels)))
 
 
-def _full_table_check(config, path, dtype, device, fingerprint, quant, max_model_len) -> None:
+def _full_table_check(config, path, dtype, device, fingerprint, quant, max_model_len, kernels: str) -> None:
     from ..calibration.cost_table import TABLE_FLAG, CostTable, CostTableError
 
     meta = CostTable.from_dict(read_json(path, TABLE_FLAG, "cost table"), str(path), sanity=False).metadata
     table = CostTable.load(path, compat_for(config, dtype, device, fingerprint, quant,
-                                            expected_linear_backend(config, dtype, device, meta.linear_backend)))
+                                            expected_linear_backend(config, dtype, device, meta.linear_backend),
+                                            kernels))
     problem = table.context_problem(max_model_len)
     if problem:
         raise CostTableError(f"{TABLE_FLAG}={path}: {problem}. Fix: load a table calibrated for this context, or "

@@ -40,7 +40,8 @@ class ModelRunner:
     def prepare(self, slots: list[int], starts: list[int], rows: list[list[int]], sample_rows: list[int]) -> ForwardInputs:
         """rows[b]: input tokens of request b (written at starts[b]..); sample_rows: flat indices to sample."""
         flat = [t for r in rows for t in r]
-        layout = build_layout(slots, starts, [len(r) for r in rows], self.device, self.model.config.sliding_window)
+        layout = build_layout(slots, starts, [len(r) for r in rows], self.device, self.model.config.sliding_window,
+                              native=self.model.layer_kernels == "native")
         return ForwardInputs(
             input_ids=torch.tensor(flat, dtype=torch.long, device=self.device),
             layout=layout,

@@ -80,11 +80,12 @@ def build_app(engine, settings: ServerSettings, metrics: ServerMetrics | None = 
             body["error"] = str(engine.startup_error)
         return JSONResponse(body, status_code=200 if state == "ready" else 503)
 
-    @app.get("/version", summary="adaspec's version, and the target's linear backend once it is loaded")
+    @app.get("/version", summary="adaspec's version, and the target's linear backend and layer kernels once it is loaded")
     async def version():
         body = {"version": __version__}
         if engine.engine is not None:  # part of the target's identity (issue 14)
             body["linear_backend"] = engine.engine.linear_backend
+            body["layer_kernels"] = engine.engine.layer_kernels
         return body
 
     @app.get("/metrics", summary="Prometheus metrics (text exposition format)")

@@ -35,14 +35,18 @@ def good_table(tiny_llama_dir, dspark_dir):
     from adaspec.models.loader import weights_fingerprint
     from adaspec.preflight.model import draft_fingerprint
 
+    from adaspec.models.loader import read_model_config
+    from adaspec.models.native_kernels import resolve
+
     fp = f"{weights_fingerprint(tiny_llama_dir)}+draft:{draft_fingerprint(dspark_dir)}"
+    kernels = resolve("auto", "cpu", torch.float32, read_model_config(tiny_llama_dir))[0]  # what auto runs
     grid = {"1": [1, 4, 6], "2": [2, 4, 12]}
     points = [[int(b), g, 0.001 + 0.0001 * g + 0.0005 * (b == "2"), 10] for b, gs in grid.items() for g in gs]
     return {"format": "adaspec-cost-table",
             "metadata": {"version": 1, "algorithm": "DSpark", "mode": "adaptive_target_verify", "draft_width": 5,
                          "weights_fingerprint": fp, "quantization": "none", "dtype": "float32", "tp_size": 1,
                          "dp_size": 1, "cp_size": 1, "unified": False, "device_type": "cpu",
-                         "request_buckets": [1, 2], "kv_ranges": [[1, 200]], "grid": grid},
+                         "layer_kernels": kernels, "request_buckets": [1, 2], "kv_ranges": [[1, 200]], "grid": grid},
             "model": {"kind": "additive", "bias_s": 0.001, "bcaps": [1, 2], "alpha_s": [0.0, 0.0005],
                       "x_values": [1, 2, 4, 6, 12], "theta_s": [0.0, 0.0001, 0.0003, 0.0005, 0.0011]},
             "points": points}

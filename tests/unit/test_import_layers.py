@@ -12,7 +12,8 @@ from pathlib import Path
 import adaspec
 
 LAYERS = [
-    ["config", "rounds", "geometry", "errors", "flags", "strict_json", "outputs", "sampling_params", "assets"],
+    ["config", "rounds", "geometry", "errors", "flags", "strict_json", "outputs", "sampling_params", "assets",
+     "kernels"],
     ["models", "sampling", "calibration", "metrics"],
     ["drafts", "adaptive"],
     ["preflight"],
