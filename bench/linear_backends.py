@@ -9,11 +9,12 @@ scale for the whole batch (`torch.ops.quantized.linear_dynamic`, not offered: ro
 Backends alternate inside every repeat; medians of --repeats passes, wall and process CPU time.
 Row independence (linear.row_independent) is checked on every distinct shape.
 
-Part 2, quality against fp32 (the engine's own `--linear_backend`, all else equal):
+Part 2, quality against the engine before issue 14 (fp32 linears, torch's layer ops: `fp32:torch`),
+for each --quality_engines entry LINEAR:KERNELS (its `--linear_backend` and `--layer_kernels`):
 - teacher-forced logits over held-out prose and code passages (--ppl_tokens tokens each): max and
-  mean |logit difference| against fp32, and the perplexity of the passage;
+  mean |logit difference| against the reference, and the perplexity of the passage;
 - greedy decoding of held-out code, chat and prose prompts, --max_tokens each at batch 1: sequences
-  identical to fp32's, and the first divergence position of every prompt.
+  identical to the reference's, and the first divergence position of every prompt.
 
     taskset -c 0 python bench/linear_backends.py --json_out=bench/results/linear_backends.json
 """
@@ -35,7 +36,8 @@ from bench import common  # noqa: E402
 from bench.common import fmt, log, markdown_table  # noqa: E402
 
 ROWS = (1, 2, 4, 6, 8, 16)
-QUALITY_BACKENDS = ("fp16w", "bf16", "int8")
+QUALITY_REFERENCE = "fp32:torch"
+QUALITY_ENGINES = "fp32:native,fp16w:native,fp16w:torch,bf16:native,int8:native"
 
 
 def parse_args(argv=None):
@@ -47,9 +49,17 @@ def parse_args(argv=None):
     p.add_argument("--ppl_passages", type=int, default=3, help="held-out passages per source (prose, code) for perplexity")
     p.add_argument("--ppl_tokens", type=int, default=512, help="tokens per perplexity passage")
     p.add_argument("--parts", default="kernels,quality", help="comma-separated: kernels, quality")
+    p.add_argument("--quality_engines", default=QUALITY_ENGINES,
+                   help=f"comma-separated LINEAR:KERNELS engines (--linear_backend:--layer_kernels) compared with "
+                        f"{QUALITY_REFERENCE} in the quality part")
     p.add_argument("--json_out", default=None, help="write all results to this JSON file")
     args = p.parse_args(argv)
     args.parts = common.parse_list(args.parts, str, ("kernels", "quality"), name="parts")
+    args.quality_engines = common.parse_list(args.quality_engines, str, name="quality_engines")
+    for e in args.quality_engines:
+        linear, _, kernels = e.partition(":")
+        if linear not in ("fp32", "fp16w", "bf16", "int8") or kernels not in ("native", "torch"):
+            p.error(f"--quality_engines: {e!r} is not LINEAR:KERNELS (fp32|fp16w|bf16|int8 : native|torch)")
     return args
 
 
@@ -137,7 +147,8 @@ def teacher_forced(model, seqs: list[list[int]]):
     with torch.inference_mode():
         for ids in seqs:
             kv = KVCache(cfg.num_layers, 1, cfg.num_kv_heads, len(ids), cfg.head_dim, torch.float32)
-            hidden, _ = model(torch.tensor(ids), build_layout([0], [0], [len(ids)]), kv)
+            layout = build_layout([0], [0], [len(ids)], native=model.layer_kernels == "native")
+            hidden, _ = model(torch.tensor(ids), layout, kv)
             out.append(model.logits(hidden))
     return out
 
@@ -162,31 +173,33 @@ def run_quality(args, tokenizer) -> dict:
         items = [it for it in items if not it.id.startswith("HumanEval")][: args.ppl_passages]
         passages[source] = [tokenizer.encode(it.text)[: args.ppl_tokens] for it in items]
     prompts = common.interleave([common.load_prompts(tokenizer, s, args.num_prompts) for s in ("code", "chat", "prose")])
-    backends = ["fp32"] + list(QUALITY_BACKENDS)
+    ref = QUALITY_REFERENCE
+    backends = [ref] + [e for e in args.quality_engines if e != ref]
     logits, ppl, gen = {}, {}, {}
     for b in backends:
-        _, model = load_model(model_dir, None, "cpu", linear_backend=b)
+        linear, _, kernels = b.partition(":")
+        _, model = load_model(model_dir, None, "cpu", linear_backend=linear, layer_kernels=kernels)
         logits[b] = {s: teacher_forced(model, seqs) for s, seqs in passages.items()}
         ppl[b] = {s: statistics.mean(perplexity(l, ids) for l, ids in zip(logits[b][s], passages[s])) for s in passages}
         del model
-        llm = common.build_llm("float32", linear_backend=b, max_seqs=1)
+        llm = common.build_llm("float32", linear_backend=linear, layer_kernels=kernels, max_seqs=1)
         t0 = time.perf_counter()
         gen[b] = common.serve(llm, prompts, 1, args.max_tokens, ignore_eos=True).outputs
         log(f"[bench] quality {b}: perplexity {ppl[b]}, greedy in {time.perf_counter() - t0:.0f} s")
         del llm
         common.drop_shared_weights()
-        if b != "fp32":
+        if b != ref:
             for s in passages:
-                logits[b][s] = [(l - r).abs() for l, r in zip(logits[b][s], logits["fp32"][s])]
+                logits[b][s] = [(l - r).abs() for l, r in zip(logits[b][s], logits[ref][s])]
     out = {}
     for b in backends:
         row = {"perplexity": ppl[b]}
-        if b != "fp32":
+        if b != ref:
             diffs = [d for s in passages for d in logits[b][s]]
             row["max_abs_logit_diff"] = max(float(d.max()) for d in diffs)
             row["mean_abs_logit_diff"] = statistics.mean(float(d.mean()) for d in diffs)
             firsts = []
-            for x, y in zip(gen[b], gen["fp32"]):
+            for x, y in zip(gen[b], gen[ref]):
                 firsts.append(next((i for i, (s, t) in enumerate(zip(x, y)) if s != t), None))
             row["greedy_identical"] = sum(f is None for f in firsts)
             row["first_divergence"] = firsts
@@ -196,10 +209,12 @@ def run_quality(args, tokenizer) -> dict:
 
 
 def print_quality(res: dict, args) -> None:
-    print(f"\n### quality against fp32 (teacher-forced: {args.ppl_passages} held-out prose + code passages × "
-          f"{args.ppl_tokens} tokens; greedy: {len(res['fp32'].get('prompts', res[QUALITY_BACKENDS[0]]['prompts']))} "
-          f"held-out prompts × {args.max_tokens} tokens, batch 1)\n")
-    head = ["backend", "max abs Δlogit", "mean abs Δlogit", "ppl prose", "ppl code", "greedy = fp32", "first divergence"]
+    n_prompts = max(len(r.get("prompts", [])) for r in res.values())
+    print(f"\n### quality against {QUALITY_REFERENCE} (teacher-forced: {args.ppl_passages} held-out prose + code "
+          f"passages × {args.ppl_tokens} tokens; greedy: {n_prompts} held-out prompts × {args.max_tokens} tokens, "
+          "batch 1)\n")
+    head = ["linear:kernels", "max abs Δlogit", "mean abs Δlogit", "ppl prose", "ppl code",
+            f"greedy = {QUALITY_REFERENCE}", "first divergence"]
     body = []
     for b, r in res.items():
         n = len(r.get("first_divergence", []))

@@ -80,7 +80,8 @@ def run(args, backend: str, mode: str, workdir: Path) -> dict:
     cpu_cells = cpu_time_cells(llm.engine, ctl, mode, args.width)
     fitted = {x: table.cost_ms(1, x) for x in sorted(cells)}
     one = 1 if mode == "verify" else 0  # the 1-row round: G = 1, or k = 0
-    out = {"backend": llm.engine.linear_backend, "requested": backend, "mode": mode, "axis": table.metadata.x_name,
+    out = {"backend": llm.engine.linear_backend, "layer_kernels": llm.engine.layer_kernels, "requested": backend,
+           "mode": mode, "axis": table.metadata.x_name,
            "measured_ms": cells, "fitted_ms": fitted,
            "measured_ratio": {x: cells[x] / cells[one] for x in cells},
            "cpu_ms": cpu_cells, "cpu_ratio": {x: cpu_cells[x] / cpu_cells[one] for x in cpu_cells},

@@ -119,7 +119,7 @@ def build_engines(args, dtype: str, backend: str = "fp32") -> dict:
                                          max_model_len=args.max_model_len, threads=args.threads,
                                          linear_backend=backend)
         log(f"[bench] {dtype} {name}: engine ready in {time.perf_counter() - t0:.1f} s "
-            f"(linear backend {engines[name].engine.linear_backend})")
+            f"(linear backend {engines[name].engine.linear_backend}, layer kernels {engines[name].engine.layer_kernels})")
     return engines
 
 

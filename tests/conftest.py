@@ -98,19 +98,31 @@ def tiny_llama_config(**overrides):
     return LlamaConfig(**kwargs)
 
 
-# Lossless tests run on the reference backend and on the one `--linear_backend=auto` picks for the
-# bundled model on this machine kind (issue 14): losslessness is relative to the engine's own target.
+# Lossless tests run on the engine as it was before issue 14 (fp32 linears, torch's layer ops) and
+# on what `auto` picks for the bundled model on this machine kind (fp16w linears, adaspec's native
+# layer kernels): losslessness is relative to the engine's own target. (fp32 linears with native
+# kernels, `auto`'s choice for the tiny test model, is what most other engine tests run.)
 LOSSLESS_BACKENDS = ("fp32", "fp16w")
+LOSSLESS_LAYER_KERNELS = {"fp32": "torch", "fp16w": "native"}
 
 
-@pytest.fixture(scope="module", params=LOSSLESS_BACKENDS)
-def linear_backend(request) -> str:
+@pytest.fixture(scope="module", params=LOSSLESS_BACKENDS, ids=lambda b: f"{b}+{LOSSLESS_LAYER_KERNELS[b]}")
+def linear_backend(request):
+    """The --linear_backend of a lossless test's engines; for the module's tests the engines' default
+    --layer_kernels=auto resolves to LOSSLESS_LAYER_KERNELS[backend] (ADASPEC_NATIVE_KERNELS=0 for torch)."""
     from adaspec.models.linear import unavailable_reason
+    from adaspec.models.native_kernels import kernels
 
     why = unavailable_reason(request.param)
     if why:
         pytest.skip(f"--linear_backend={request.param} unavailable here: {why}")
-    return request.param
+    native = LOSSLESS_LAYER_KERNELS[request.param] == "native"
+    if native and isinstance(kernels(), str):
+        pytest.skip(f"--layer_kernels=native unavailable here: {kernels()}")
+    with pytest.MonkeyPatch.context() as mp:
+        if not native:
+            mp.setenv("ADASPEC_NATIVE_KERNELS", "0")
+        yield request.param
 
 
 @pytest.fixture(scope="session")

@@ -90,13 +90,19 @@ def _compile(cxx: str, sources: list[Path], target: Path, flags: list[str]) -> s
             os.unlink(tmp)
 
 
-@lru_cache(maxsize=None)
-def load() -> ctypes.CDLL | str:
-    """The kernel library (built on first use), or a one-line reason why there is none.
+def disabled() -> str | None:
+    """Why the kernels are turned off by the environment (`ADASPEC_NATIVE_KERNELS=0`), else None. It
+    decides what `--layer_kernels=auto` resolves to for models loaded while it is set."""
+    return "ADASPEC_NATIVE_KERNELS=0 is set" if os.environ.get("ADASPEC_NATIVE_KERNELS", "1") == "0" else None
 
-    `ADASPEC_NATIVE_KERNELS=0` in the environment turns the kernels off (the reason says so)."""
-    if os.environ.get("ADASPEC_NATIVE_KERNELS", "1") == "0":
-        return "ADASPEC_NATIVE_KERNELS=0 is set"
+
+def load() -> ctypes.CDLL | str:
+    """The kernel library (built on first use), or a one-line reason why there is none."""
+    return disabled() or _load()
+
+
+@lru_cache(maxsize=None)
+def _load() -> ctypes.CDLL | str:
     cxx = compiler()
     if cxx is None:
         return "no C++ compiler found (install g++ or clang++, or set CXX)"

@@ -49,7 +49,8 @@ _k = _Kernels()
 
 
 def kernels() -> _Kernels | str:
-    """The loaded kernel functions, or a one-line reason why they are unavailable."""
+    """The loaded kernel functions, or a one-line reason why they are unavailable. Once loaded they
+    stay loaded: models resolved to native keep running on them whatever the environment says later."""
     if _k.attention is None:
         lib = build.load()
         if isinstance(lib, str):
@@ -72,7 +73,7 @@ def unavailable(device: torch.device | str, dtype: torch.dtype, cfg) -> str | No
         return f"they compute in float32 (the model is {str(dtype).removeprefix('torch.')})"
     if cfg.head_dim % W or cfg.head_dim > 256:
         return f"they need a head size that is a multiple of {W} up to 256 (the model's is {cfg.head_dim})"
-    k = kernels()
+    k = build.disabled() or kernels()
     return k if isinstance(k, str) else None
 
 
@@ -105,7 +106,7 @@ class NativePlan:
 
 
 def native_plan(slots: list[int], starts: list[int], q_lens: list[int], sliding_window: int | None) -> NativePlan:
-    if isinstance(kernels(), str):
+    if _k.attention is None and isinstance(kernels(), str):
         raise RuntimeError(f"native layer kernels are unavailable: {kernels()}")
     offsets, pos = [0], []
     for start, q in zip(starts, q_lens):

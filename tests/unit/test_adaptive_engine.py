@@ -153,3 +153,23 @@ def test_table_from_another_linear_backend_is_refused(tiny_llama_dir, cal_files,
     assert e.value.fields == ["linear_backend"]
     assert "linear_backend: table 'fp32', engine 'fp16w'" in str(e.value)
     assert "--linear_backend=fp32" in str(e.value)
+
+
+def test_table_from_other_layer_kernels_is_refused(tiny_llama_dir, cal_files, tmp_path):
+    """Issue 14 / R-G3: --layer_kernels is part of the target's identity too: a table measured on
+    torch's ops never serves the native kernels; the message names both and the flag."""
+    from adaspec.calibration.cost_table import CostTableCompatibilityError
+    from adaspec.models.native_kernels import kernels
+
+    if isinstance(kernels(), str):
+        pytest.skip(f"native layer kernels unavailable here: {kernels()}")
+    out = tmp_path / "torch-costs.json"
+    _engine(tiny_llama_dir, [], **MODES["verify_sync"], adaptive_target_verify_calibration=str(cal_files[0]),
+            adaptive_target_verify_cost_table_output=str(out), layer_kernels="torch")
+    assert json.loads(out.read_text())["metadata"]["layer_kernels"] == "torch"
+    with pytest.raises(CostTableCompatibilityError) as e:
+        _engine(tiny_llama_dir, [], **MODES["verify_sync"], adaptive_target_verify_cost_table=str(out),
+                layer_kernels="native")
+    assert e.value.fields == ["layer_kernels"]
+    assert "layer_kernels: table 'torch', engine 'native'" in str(e.value)
+    assert "--layer_kernels=torch" in str(e.value)

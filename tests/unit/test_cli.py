@@ -62,8 +62,21 @@ def test_generate_json_is_the_only_stdout(tiny_llama_dir, capsys, tmp_path):
     for o in out["outputs"]:
         assert set(o) == {"prompt", "token_ids", "text", "finish_reason"}
         assert 1 <= len(o["token_ids"]) <= 4
-    assert set(out["stats"]) >= {"output_tokens", "elapsed_s", "tokens_per_s", "linear_backend"}
+    assert set(out["stats"]) >= {"output_tokens", "elapsed_s", "tokens_per_s", "linear_backend", "layer_kernels"}
     assert out["stats"]["linear_backend"] in ("fp32", "fp16w", "bf16")  # auto's choice (issue 14)
+    assert out["stats"]["layer_kernels"] in ("native", "torch")
+
+
+def test_native_layer_kernels_that_cannot_run_are_refused_before_the_weights_load(capsys, monkeypatch, tiny_llama_dir):
+    import adaspec.engine.llm_engine as eng
+
+    monkeypatch.setattr(eng, "LLMEngine", lambda *a, **k: pytest.fail("model work started"))
+    monkeypatch.setenv("ADASPEC_NATIVE_KERNELS", "0")
+    rc = main(["generate", f"--model={tiny_llama_dir}", "--prompt=x", "--layer_kernels=native"])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert "--layer_kernels=native cannot run here: ADASPEC_NATIVE_KERNELS=0" in err
+    assert len(err.strip().splitlines()) == 1
 
 
 def test_linear_backend_rule_exits_before_model_work(capsys, monkeypatch):

@@ -168,6 +168,7 @@ MISMATCHES = [
     ("quantization", {"quantization": "int8"}, "another quantisation"),
     ("dtype", {"dtype": "bfloat16"}, "--dtype=bfloat16"),
     ("linear_backend", {"linear_backend": "fp16w"}, "linear_backend: table 'fp32', engine 'fp16w'"),
+    ("layer_kernels", {"layer_kernels": "native"}, "--layer_kernels=native"),
     ("tp_size", {"tp_size": 2}, "--tp_size=2"),
     ("dp_size", {"dp_size": 2}, "a DP=1 table cannot serve DP=2"),
     ("cp_size", {"cp_size": 2}, "--cp_size=2"),
@@ -233,6 +234,15 @@ def test_table_without_linear_backend_was_measured_on_the_dtype_kernels(tmp_path
     assert CostTable.load(p, compat).metadata.linear_backend == backend
     with pytest.raises(CostTableCompatibilityError, match="--linear_backend=fp16w.*--linear_backend=" + backend):
         CostTable.load(p, dataclasses.replace(compat, linear_backend="fp16w"))
+
+
+def test_table_without_layer_kernels_was_measured_on_torch_ops(tmp_path, table):
+    """Issue 14: tables written before --layer_kernels ran torch's ops (SDPA); a native engine refuses them."""
+    p = table.save(tmp_path / "old.json")
+    _rewrite_metadata(p, layer_kernels=None)
+    assert CostTable.load(p, COMPAT).metadata.layer_kernels == "torch"
+    with pytest.raises(CostTableCompatibilityError, match="layer_kernels: table 'torch', engine 'native'"):
+        CostTable.load(p, dataclasses.replace(COMPAT, layer_kernels="native"))
 
 
 def test_versioned_table_must_record_draft_width(tmp_path, table):

@@ -126,36 +126,45 @@ def test_resolve_chooses_and_refuses_with_the_flag_named():
         native_kernels.resolve("fast", "cpu", torch.float32, _cfg())
 
 
+def test_the_environment_switch_turns_auto_to_torch_even_after_the_kernels_loaded(monkeypatch):
+    assert not isinstance(native_kernels.kernels(), str)
+    monkeypatch.setenv("ADASPEC_NATIVE_KERNELS", "0")
+    backend, why = native_kernels.resolve("auto", "cpu", torch.float32, _cfg())
+    assert backend == "torch" and "ADASPEC_NATIVE_KERNELS=0" in why
+    with pytest.raises(ValueError, match="ADASPEC_NATIVE_KERNELS=0"):
+        native_kernels.resolve("native", "cpu", torch.float32, _cfg())
+
+
 def test_without_a_working_compiler_auto_keeps_sdpa_and_says_why(monkeypatch, tmp_path):
     monkeypatch.setenv("ADASPEC_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("CXX", "false")  # a "compiler" that fails every build
     monkeypatch.setattr(build, "compiler", lambda: "/bin/false")
-    build.load.cache_clear()
+    build._load.cache_clear()
     try:
         reason = build.load()
         assert isinstance(reason, str) and "did not build" in reason
         assert not list((tmp_path / "kernels").glob("*.so")), "a failed build leaves no library behind"
     finally:
-        build.load.cache_clear()
+        build._load.cache_clear()
     monkeypatch.setenv("ADASPEC_NATIVE_KERNELS", "0")
     assert "ADASPEC_NATIVE_KERNELS=0" in build.load()
-    build.load.cache_clear()
+    build._load.cache_clear()
 
 
 def test_the_library_is_cached_per_source_and_machine(monkeypatch, tmp_path):
     monkeypatch.setenv("ADASPEC_CACHE_DIR", str(tmp_path))
-    build.load.cache_clear()
+    build._load.cache_clear()
     try:
         lib = build.load()
         assert not isinstance(lib, str), lib
         built = list((tmp_path / "kernels").glob("layer-*.so"))
         assert len(built) == 1
         mtime = built[0].stat().st_mtime_ns
-        build.load.cache_clear()
+        build._load.cache_clear()
         assert not isinstance(build.load(), str)
         assert built[0].stat().st_mtime_ns == mtime, "the second load reuses the cached library"
     finally:
-        build.load.cache_clear()
+        build._load.cache_clear()
 
 
 @pytest.mark.parametrize("heads,kvh,dim", SHAPES[:3])

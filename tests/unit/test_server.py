@@ -68,6 +68,7 @@ def test_models_version_health(server):
     assert httpx.get(url + "/v1/models").json()["data"][0]["id"] == NAME
     version = httpx.get(url + "/version").json()
     assert version["version"] and version["linear_backend"] in ("fp32", "fp16w", "bf16")  # issue 14
+    assert version["layer_kernels"] in ("native", "torch")
 
 
 @pytest.mark.parametrize("chat", [False, True])
