@@ -107,11 +107,11 @@ def cpu_time_cells(engine, ctl, mode: str, width: int) -> dict[int, float]:
     else:
         make_plan, growth = calibrate.steps_plan, (lambda b, k: k + 1)
     real = calibrate.time
-    calibrate.time = types.SimpleNamespace(perf_counter=time.process_time)
+    calibrate.time = types.SimpleNamespace(perf_counter=time.process_time, process_time=time.process_time)
     try:
         points = calibrate.measure(engine, {b: list(eff.grid[b]) for b in eff.request_buckets}, make_plan,
                                    eff.context_tuples(), eff.warmup_steps, eff.window_steps, eff.windows_per_point,
-                                   eff.token_seed, growth)
+                                   eff.token_seed, growth).points
     finally:
         calibrate.time = real
     return {x: 1000 * s for (b, x), s in cell_medians(points).items() if b == 1}
