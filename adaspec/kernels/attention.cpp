@@ -175,9 +175,9 @@ void attend_block(const float *const *qs, const int32_t *lo, const int32_t *hi, 
 
 extern "C" {
 
-int adaspec_kernel_abi(void) { return 2; }  // kernels/build.py ABI
+int adaspec_kernel_abi(void) { return 3; }  // kernels/build.py ABI
 
-// Returns 0, or a negative code: -1 bad head_dim, -2 a key range outside the cache, -3 no memory.
+// Returns 0, or a negative code: -1 bad sizes, -2 a slot or key range outside the cache, -3 no memory.
 //
 // q [T, H, D] (row stride q_rs, head stride q_hs, D contiguous); k, v [T, KVH, D] likewise; out
 // [T, H, D] contiguous. With `cos` and `sin` ([T, D] contiguous) q and k are rotated first (rotary
@@ -189,7 +189,7 @@ int adaspec_ragged_attention_f32(
     const float *q, int64_t q_rs, int64_t q_hs,
     const float *k, int64_t k_rs, int64_t k_hs,
     const float *v, int64_t v_rs, int64_t v_hs,
-    float *kc, float *vc, int64_t c_ss, int64_t c_hs, int64_t c_ps, int64_t c_len,
+    float *kc, float *vc, int64_t c_ss, int64_t c_hs, int64_t c_ps, int64_t c_len, int64_t c_slots,
     const int64_t *req_slot, const int32_t *req_off, int32_t B,
     const int32_t *row_pos, const int32_t *row_lo, const int32_t *row_hi,
     const float *cos, const float *sin,
@@ -197,6 +197,8 @@ int adaspec_ragged_attention_f32(
     if (D % W || D > MAX_D || D <= 0 || KVH <= 0 || H % KVH || c_len % W) return -1;
     const int nd = D / W, G = H / KVH;
     const int32_t T = req_off[B];
+    for (int32_t b = 0; b < B; b++)
+        if (req_slot[b] < 0 || req_slot[b] >= c_slots || req_off[b + 1] < req_off[b]) return -2;
     int32_t maxhi = 0;
     for (int32_t t = 0; t < T; t++) {
         if (row_lo[t] < 0 || row_hi[t] <= row_lo[t] || row_hi[t] > c_len || row_pos[t] < 0 || row_pos[t] >= c_len)

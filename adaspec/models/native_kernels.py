@@ -33,7 +33,7 @@ W = 16  # the kernels work in vectors of 16 floats: the attention kernel needs h
 _P, _I64, _I32, _F = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32, ctypes.c_float
 _SIGNATURES = {
     "adaspec_ragged_attention_f32": [_P, _I64, _I64, _P, _I64, _I64, _P, _I64, _I64,
-                                     _P, _P, _I64, _I64, _I64, _I64,
+                                     _P, _P, _I64, _I64, _I64, _I64, _I64,
                                      _P, _P, _I32, _P, _P, _P, _P, _P,
                                      _P, _I32, _I32, _I32, _F],
     "adaspec_add_rmsnorm_f32": [_P, _I64, _P, _P, _P, _P, _I32, _I32, _F],
@@ -131,15 +131,22 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cache_k: torch.Ten
     T, H, D = q.shape
     if q.stride(2) != 1 or k.stride(2) != 1 or v.stride(2) != 1:
         q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
-    if cache_k.stride() != cache_v.stride() or cache_k.stride(3) != 1 or cache_k.shape[2] % W:
-        raise ValueError(f"the native attention kernel needs K and V caches of one layout, {W} * n positions long "
-                         f"(got {tuple(cache_k.shape)}, strides {cache_k.stride()} / {cache_v.stride()})")
-    rot = (cos.contiguous().data_ptr(), sin.contiguous().data_ptr()) if cos is not None else (None, None)
+    if (cache_k.shape != cache_v.shape or cache_k.stride() != cache_v.stride() or cache_k.stride(3) != 1
+            or cache_k.shape[2] % W or cache_k.shape[1] != k.shape[1] or cache_k.shape[3] != D
+            or cache_k.dtype != torch.float32 or q.dtype != torch.float32):
+        raise ValueError(f"the native attention kernel needs float32 K and V caches of one layout, {W} * n positions "
+                         f"long, with the new rows' KV heads and head size (caches {tuple(cache_k.shape)} / "
+                         f"{tuple(cache_v.shape)}, strides {cache_k.stride()} / {cache_v.stride()}; k {tuple(k.shape)})")
+    rot = (None, None)
+    if cos is not None:  # kept referenced until the call returns
+        cos, sin = (t.reshape(T, D).to(torch.float32).contiguous() for t in (cos, sin))
+        rot = (cos.data_ptr(), sin.data_ptr())
     out = q.new_empty(T, H * D)
     _check(_k.attention(q.data_ptr(), q.stride(0), q.stride(1), k.data_ptr(), k.stride(0), k.stride(1),
                         v.data_ptr(), v.stride(0), v.stride(1),
                         cache_k.data_ptr(), cache_v.data_ptr(), cache_k.stride(0), cache_k.stride(1),
-                        cache_k.stride(2), cache_k.shape[2], *plan.ptrs[:2], len(plan.req_slot), *plan.ptrs[2:],
+                        cache_k.stride(2), cache_k.shape[2], cache_k.shape[0], *plan.ptrs[:2], len(plan.req_slot),
+                        *plan.ptrs[2:],
                         *rot, out.data_ptr(), H, k.shape[1], D, D ** -0.5), "attention")
     return out
 

@@ -107,6 +107,19 @@ def test_rows_do_not_depend_on_slot_order_or_gathered_slots():
         assert torch.equal(alone[0], a[i])
 
 
+def test_a_slot_or_position_outside_the_cache_is_an_error_not_a_stray_write():
+    g = torch.Generator().manual_seed(9)
+    q, k, v, ck, cv = _inputs(g, 9, 3, 64, 1, slots=2, max_len=64)
+    before = ck.clone()
+    with pytest.raises(RuntimeError, match="code -2"):
+        ragged_attention(q, k, v, ck, cv, build_layout([2], [5], [1], native=True))  # slot 2 of 2
+    with pytest.raises(RuntimeError, match="code -2"):
+        ragged_attention(q, k, v, ck, cv, build_layout([0], [64], [1], native=True))  # position 64 of 64
+    assert torch.equal(ck, before)
+    with pytest.raises(ValueError, match="float32 K and V caches"):
+        ragged_attention(q, k, v, ck, cv[:, :, :48], build_layout([0], [5], [1], native=True))
+
+
 def _cfg(head_dim=64, hidden=576, ffn=1536):
     from types import SimpleNamespace
 
