@@ -157,8 +157,9 @@ class EngineConfig:
             check_linear_backend(self.linear_backend, self.dtype, self.device.split(":")[0])
         elif self.linear_backend not in LINEAR_BACKENDS:
             check_linear_backend(self.linear_backend, "float32", "cpu")
+        # with --dtype=auto the dtype is known in preflight, which checks again
         check_layer_kernels(self.layer_kernels, "float32" if self.dtype == "auto" else self.dtype,
-                                self.device.split(":")[0])
+                            self.device.split(":")[0])
         for name in ("threads", "max_seqs_per_batch", "max_num_batched_tokens"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"--{name}={getattr(self, name)}: must be >= 1")

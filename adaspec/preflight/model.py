@@ -215,7 +215,8 @@ def check_memory(cfg: ModelConfig, slots: int, cache_len: int, dtype, device, we
 def resolve_layer_kernels(config, device, dtype, model_cfg) -> tuple[str, str]:
     """--layer_kernels resolved for this model and machine: (native | torch, why). The native kernels
     are built here (once per machine, a couple of seconds) so that `native` is refused before the
-    weights load when they cannot run (no compiler, another dtype or device, odd sizes)."""
+    weights load when they cannot run (no compiler, another dtype or device, a head size that is not a
+    multiple of 16)."""
     from ..config import ConfigError
     from ..models.native_kernels import resolve
 
