@@ -16,26 +16,21 @@
 //   batch 8 torch's SDPA ran at about a third of this core's bandwidth on the 4-row query blocks
 //   that grouped-query decode gives it (BENCHMARKS.md, "Native attention").
 //
-// Vectors are GCC/Clang vector extensions of W floats, lowered to whatever SIMD the compiler
-// targets (AVX-512, AVX2, NEON).
+// Vectors and helpers: simd.h.
 
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
+#include "simd.h"
+
 namespace {
 
-constexpr int W = 16;  // lanes per vector; keys are scored in absolute groups of W
+using namespace adaspec;
+
 constexpr int RB = 4;  // query rows that share each key/value load
 constexpr int MAX_D = 256;  // head_dim limit (multiple of W)
-
-typedef float vf __attribute__((vector_size(W * sizeof(float))));
-typedef int32_t vi __attribute__((vector_size(W * sizeof(int32_t))));
-
-inline vf load(const float *p) { vf v; std::memcpy(&v, p, sizeof v); return v; }
-inline void store(float *p, vf v) { std::memcpy(p, &v, sizeof v); }
-inline vf splat(float x) { return vf{} + x; }
 
 // Lane k of the result = the sum of the lanes of a[k], by one fixed tree (keys never mix).
 inline vf reduce16(const vf *a) {
@@ -51,35 +46,6 @@ inline vf reduce16(const vf *a) {
              + __builtin_shufflevector(d[k], d[k + 2], 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31);
     return __builtin_shufflevector(e[0], e[1], 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30)
          + __builtin_shufflevector(e[0], e[1], 1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31);
-}
-
-inline float hsum(vf v) {  // fixed tree
-    float a[W];
-    std::memcpy(a, &v, sizeof a);
-    for (int w = W / 2; w >= 1; w /= 2)
-        for (int i = 0; i < w; i++) a[i] += a[i + w];
-    return a[0];
-}
-
-// exp(x) for x <= 0 (scores minus their row's maximum): Cephes' expf polynomial, within ~2 ulp of
-// std::exp; inputs below -87.3 give ~1e-38 instead of 0, which no softmax row can tell apart.
-inline vf vexp(vf x) {
-    x = x < -87.3f ? splat(-87.3f) : x;
-    vf t = x * 1.44269504088896341f + 12582912.0f;  // round to nearest by the 1.5 * 2^23 trick
-    vf n = t - 12582912.0f;
-    vf r = x - n * 0.693359375f;
-    r = r - n * -2.12194440e-4f;
-    vf p = splat(1.9875691500e-4f);
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    vi bits = (__builtin_convertvector(n, vi) + 127) << 23;
-    vf scale;
-    std::memcpy(&scale, &bits, sizeof scale);
-    return p * scale;
 }
 
 // Rotary embedding of one head's row as models/rope.apply_rotary computes it: x * cos + rotate_half(x)

@@ -27,6 +27,7 @@ from functools import lru_cache
 from pathlib import Path
 
 SOURCES = [Path(__file__).with_name(name) for name in ("attention.cpp", "elementwise.cpp")]
+HEADERS = [Path(__file__).with_name("simd.h")]
 ABI = 3  # adaspec_kernel_abi() of the sources above
 # no -ffast-math: the kernels' sums run in the order the source writes them (row-independent bits).
 # -ffp-contract=fast fuses a * b + c into one FMA where the source writes it; the compiler decides
@@ -106,7 +107,7 @@ def _load() -> ctypes.CDLL | str:
     cxx = compiler()
     if cxx is None:
         return "no C++ compiler found (install g++ or clang++, or set CXX)"
-    text = b"\0".join(source.read_bytes() for source in SOURCES)
+    text = b"\0".join(f.read_bytes() for f in SOURCES + HEADERS)
     version = _version(cxx)
     errors = []
     for flags in (FLAGS + NATIVE_FLAGS, FLAGS):  # a compiler that does not know -march=native still builds

@@ -10,46 +10,9 @@
 #include <cstdint>
 #include <cstring>
 
-namespace {
+#include "simd.h"
 
-constexpr int W = 16;
-typedef float vf __attribute__((vector_size(W * sizeof(float))));
-
-inline vf load(const float *p) { vf v; std::memcpy(&v, p, sizeof v); return v; }
-inline void store(float *p, vf v) { std::memcpy(p, &v, sizeof v); }
-inline vf splat(float x) { return vf{} + x; }
-
-inline float hsum(vf v) {
-    float a[W];
-    std::memcpy(a, &v, sizeof a);
-    for (int w = W / 2; w >= 1; w /= 2)
-        for (int i = 0; i < w; i++) a[i] += a[i + w];
-    return a[0];
-}
-
-// exp(x) over the whole float range (Cephes' expf polynomial, within ~2 ulp of std::exp)
-inline vf vexp(vf x) {
-    typedef int32_t vi __attribute__((vector_size(W * sizeof(int32_t))));
-    x = x < -87.3f ? splat(-87.3f) : x;
-    x = x > 88.3f ? splat(88.3f) : x;
-    vf t = x * 1.44269504088896341f + 12582912.0f;
-    vf n = t - 12582912.0f;
-    vf r = x - n * 0.693359375f;
-    r = r - n * -2.12194440e-4f;
-    vf p = splat(1.9875691500e-4f);
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    vi bits = (__builtin_convertvector(n, vi) + 127) << 23;
-    vf scale;
-    std::memcpy(&scale, &bits, sizeof scale);
-    return p * scale;
-}
-
-}  // namespace
+using namespace adaspec;
 
 extern "C" {
 
