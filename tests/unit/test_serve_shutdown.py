@@ -35,7 +35,12 @@ def test_sigterm_during_load_finishes_in_flight_requests_and_exits_0(tiny_llama_
         async def load():
             async with httpx.AsyncClient(timeout=120) as c:
                 tasks = [asyncio.create_task(_stream(c, url)) for _ in range(8)]
+                deadline = asyncio.get_running_loop().time() + 60
                 while int(_metric(url, "num_requests_running")) < 1:  # load is running
+                    # bounded: requests that all fail (or finish) before one is seen running end the test
+                    done = [t.result() for t in tasks if t.done()]
+                    assert len(done) < len(tasks), f"every request ended before one was seen running: {done}"
+                    assert asyncio.get_running_loop().time() < deadline, "no request was seen running within 60 s"
                     await asyncio.sleep(0.02)
                 proc.send_signal(signal.SIGTERM)
                 return await asyncio.wait_for(asyncio.gather(*tasks), 120)
