@@ -73,9 +73,12 @@ def _version(cxx: str) -> str:
 
 def _compile(cxx: str, sources: list[Path], target: Path, flags: list[str]) -> str | None:
     """Compile `sources` into `target` (atomically); the compiler's complaint on failure, else None."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
-    os.close(fd)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
+        os.close(fd)
+    except OSError as e:  # a cache directory that cannot be written: a reason, not a crash
+        return f"cannot write {target.parent} ({e.strerror}); set ADASPEC_CACHE_DIR to a writable directory"
     try:
         done = subprocess.run([cxx, *flags, "-o", tmp, *map(str, sources)], capture_output=True, text=True,
                               timeout=300)

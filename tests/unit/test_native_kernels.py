@@ -164,6 +164,18 @@ def test_without_a_working_compiler_auto_keeps_sdpa_and_says_why(monkeypatch, tm
     build._load.cache_clear()
 
 
+def test_an_unwritable_cache_directory_is_a_reason_not_a_crash(monkeypatch, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("ADASPEC_CACHE_DIR", str(blocker))
+    build._load.cache_clear()
+    try:
+        reason = build.load()
+        assert isinstance(reason, str) and "ADASPEC_CACHE_DIR" in reason
+    finally:
+        build._load.cache_clear()
+
+
 def test_the_library_is_cached_per_source_and_machine(monkeypatch, tmp_path):
     monkeypatch.setenv("ADASPEC_CACHE_DIR", str(tmp_path))
     build._load.cache_clear()
