@@ -5,7 +5,8 @@
 //
 // One call does what models/attention.py's SDPA path and models/rope.apply_rotary do for one layer:
 // it rotates the new rows' queries and keys, writes the keys and values into the cache at their
-// positions, then every query row attends to the keys [lo, hi) of its request's slot. Two properties matter more than speed:
+// positions, then every query row attends to the keys [lo, hi) of its request's slot. Two
+// properties matter more than speed:
 //
 // * A row's result is a function of that row alone (its query and the keys and values it sees),
 //   never of how many rows share the call, which requests sit beside it, or how a prompt was cut
@@ -14,7 +15,8 @@
 //   which greedy and seeded exactness (R-B5) rely on, without padding anything.
 // * It reads each key and value once per block of RB rows. Decode attention is memory-bound: at
 //   batch 8 torch's SDPA ran at about a third of this core's bandwidth on the 4-row query blocks
-//   that grouped-query decode gives it (BENCHMARKS.md, "Native attention").
+//   that grouped-query decode gives it (BENCHMARKS.md, "Native layer kernels, and issue 14
+//   re-measured"); this kernel runs at about the time a plain read of those bytes takes.
 //
 // Vectors and helpers: simd.h.
 
@@ -147,10 +149,11 @@ int adaspec_kernel_abi(void) { return 3; }  // kernels/build.py ABI
 //
 // q [T, H, D] (row stride q_rs, head stride q_hs, D contiguous); k, v [T, KVH, D] likewise; out
 // [T, H, D] contiguous. With `cos` and `sin` ([T, D] contiguous) q and k are rotated first (rotary
-// embedding; k before it is written), else they are used as they are. Request b owns rows req_off[b] .. req_off[b+1]-1 and cache slot
-// req_slot[b]; row t is written at position row_pos[t] and attends to keys [row_lo[t], row_hi[t]).
-// Query head h reads KV head h / (H / KVH). The cache length must be a multiple of W (keys are
-// scored in whole groups of W; those past a row's range are discarded, never mixed in).
+// embedding; k before it is written), else they are used as they are. Request b owns rows
+// req_off[b] .. req_off[b+1]-1 and cache slot req_slot[b] (of c_slots); row t is written at position
+// row_pos[t] and attends to keys [row_lo[t], row_hi[t]). Query head h reads KV head h / (H / KVH).
+// The cache length must be a multiple of W (keys are scored in whole groups of W; those past a
+// row's range are discarded, never mixed in).
 int adaspec_ragged_attention_f32(
     const float *q, int64_t q_rs, int64_t q_hs,
     const float *k, int64_t k_rs, int64_t k_hs,

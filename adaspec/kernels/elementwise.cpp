@@ -1,10 +1,10 @@
 // Row-wise and element-wise pieces of a decoder layer, fused, for float32 on CPU (issue 14).
 //
 // In a decode step of a small model these ops cost more in Python and dispatch than in arithmetic
-// (BENCHMARKS.md, "Native layer kernels"): torch's RMSNorm is eight ops per call, SiLU-and-multiply
-// three. Each function here is one call and one pass over the data. Every row is computed alone, in
-// an order fixed by the source (no fast-math), so its bits never depend on how many rows share the
-// call.
+// (BENCHMARKS.md, "Native layer kernels, and issue 14 re-measured"): torch's RMSNorm is eight ops
+// per call, SiLU-and-multiply three. Each function here is one call and one pass over the data.
+// Every row is computed alone, in an order fixed by the source (no fast-math), so its bits never
+// depend on how many rows share the call.
 
 #include <cmath>
 #include <cstdint>

@@ -9,8 +9,8 @@ their own switch, `--linear_backend`.
 Why: a decode step of a small model on CPU spends more in torch's per-op dispatch than in these
 ops' arithmetic (about 40 small ops per layer), and torch's SDPA, given the 3-12 query rows per KV
 head of a decode or verify step, runs at a third of this core's memory bandwidth (BENCHMARKS.md,
-"Native layer kernels"). Every kernel gives a row the same bits whatever shares its call, which is
-what verify rows equal plain rows by (models/attention.py).
+"Native layer kernels, and issue 14 re-measured"). Every kernel gives a row the same bits whatever
+shares its call, which is what verify rows equal plain rows by (models/attention.py).
 
 `NativePlan` holds what the attention kernel needs of a forward's layout, built once per forward
 (every layer reuses it): each request's cache slot and row range, each row's position and the keys
