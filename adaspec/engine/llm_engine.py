@@ -64,16 +64,14 @@ class LLMEngine:
             self.parallel, self.model_config, self.model = start_tp(
                 config, self.model_dir, self.dtype, self.device, config.max_seqs_per_batch, checked.cache_len, verify_rows)
         else:
-            # preflight resolved --layer_kernels (and built the native kernels) before the weights load
+            # preflight already refused a --layer_kernels=native that cannot run, and built the kernels
             self.model_config, self.model = load_model(self.model_dir, self.dtype, self.device,
                                                        linear_backend=config.linear_backend, verify_rows=verify_rows,
-                                                       layer_kernels=checked.layer_kernels[0])
+                                                       layer_kernels=config.layer_kernels)
         # part of the target's identity (cost tables, --json stats, the server's /version)
         self.linear_backend = self.model.linear_backend
         self.linear_choice = self.model.linear_choice
         self.layer_kernels = self.model.layer_kernels
-        if checked.layer_kernels[1]:  # how preflight chose it (auto or asked for)
-            self.model.layer_kernels_choice = checked.layer_kernels[1]
         check_rows(self.linear_choice, self.model)  # logged: do a verify row's linears equal a plain row's?
         print(self.linear_choice.describe(), file=sys.stderr, flush=True)
         print(f"[adaspec] layer kernels: {self.layer_kernels} ({self.model.layer_kernels_choice})",

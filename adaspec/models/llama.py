@@ -105,10 +105,10 @@ class DecoderLayer(nn.Module):
 
     def forward(self, x, cos, sin, cache_k, cache_v, layout):
         if layout.native is not None:  # --layer_kernels=native: each norm (with the residual add) is one call
-            eps = self.input_layernorm.eps
-            _, h = native_kernels.add_rmsnorm(x, None, self.input_layernorm.weight, eps)
+            norm1, norm2 = self.input_layernorm, self.post_attention_layernorm
+            _, h = native_kernels.add_rmsnorm(x, None, norm1.weight, norm1.eps)
             a = self.self_attn(h, cos, sin, cache_k, cache_v, layout)
-            x, h = native_kernels.add_rmsnorm(x, a, self.post_attention_layernorm.weight, self.post_attention_layernorm.eps)
+            x, h = native_kernels.add_rmsnorm(x, a, norm2.weight, norm2.eps)  # x + a lands in a (fresh)
             return x + self.mlp(h, native=True)
         x = x + self.self_attn(self.input_layernorm(x), cos, sin, cache_k, cache_v, layout)
         return x + self.mlp(self.post_attention_layernorm(x))

@@ -41,7 +41,6 @@ class Checked:
     quantization: str | None = None
     effective: Any = None  # EffectiveCalibration that will run (adaptive, no saved table)
     warnings: tuple[str, ...] = ()
-    layer_kernels: tuple[str, str] = ("torch", "")  # --layer_kernels resolved: (native | torch, why)
 
 
 def resolve_dtype(name: str, device) -> Any:
@@ -189,7 +188,7 @@ def preflight(config: EngineConfig, *, sampling: Iterable[SamplingParams] = (), 
     from .model import check_draft, check_memory, draft_fingerprint, resolve_layer_kernels
 
     check_memory(model_cfg, config.max_seqs_per_batch, cache_len, dtype, device, weight_bytes)
-    kernels = resolve_layer_kernels(config, device, dtype, model_cfg)
+    kernels = resolve_layer_kernels(config, device, dtype, model_cfg)[0]  # refuses native where it cannot run
     if run_slots is not None and run_slots < config.max_seqs_per_batch:  # flags checked as given, run with fewer
         config = dataclasses.replace(config, max_seqs_per_batch=run_slots).validate()
     draft_dir = fingerprint = quant = effective = None
@@ -210,7 +209,7 @@ def preflight(config: EngineConfig, *, sampling: Iterable[SamplingParams] = (), 
             fingerprint, quant = f"{target_fp}+draft:{draft_fp}", quantization(model_dir)
             facts = _facts(config, max_model_len, cache_len)
             if table_path:
-                _full_table_check(config, table_path, dtype, device, fingerprint, quant, max_model_len, kernels[0])
+                _full_table_check(config, table_path, dtype, device, fingerprint, quant, max_model_len, kernels)
             elif config.enable_adaptive_draft_step:
                 path = config.adaptive_draft_step_config
                 effective = resolve_draft_step_config(step_cfg, facts, source=f"--adaptive_draft_step_config={path}"
@@ -220,7 +219,7 @@ def preflight(config: EngineConfig, *, sampling: Iterable[SamplingParams] = (), 
                 effective = resolve_verify_calibration(verify_cfg, facts, source=f"--adaptive_target_verify_calibration="
                                                        f"{path}" if path else None)
     return Checked(config, device, dtype, model_dir, model_cfg, tokenizer, max_model_len, cache_len, draft_dir,
-                   fingerprint, quant, effective, tuple(no_effect_warnings(config, sampling)), kernels)
+                   fingerprint, quant, effective, tuple(no_effect_warnings(config, sampling)))
 
 
 def _check_drafter(config: EngineConfig, drafter) -> None:
