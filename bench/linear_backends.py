@@ -35,7 +35,7 @@ if __package__ in (None, ""):
 from bench import common  # noqa: E402
 from bench.common import fmt, log, markdown_table  # noqa: E402
 
-ROWS = (1, 2, 4, 6, 8, 16)
+ROWS = (1, 2, 4, 6, 8, 16, 32, 64)
 QUALITY_REFERENCE = "fp32:torch"
 QUALITY_ENGINES = "fp32:native,fp16w:native,fp16w:torch,bf16:native,int8:native"
 
@@ -68,12 +68,17 @@ def kernel_fns(weights):
     import torch
     import torch.nn.functional as F
 
-    from adaspec.models import linear
+    from adaspec.models import linear, native_gemm
 
     fns = {"fp32": [(lambda x, w=w: F.linear(x, w)) for w in weights]}
     for b in ("fp16w", "bf16", "int8"):
         if linear.unavailable_reason(b) is None:
             fns[b] = [linear.pack_linear(w, None, b) for w in weights]
+    if "fp16w" in fns and native_gemm.unavailable() is None:  # fp16w as --layer_kernels=native runs it
+        mods = [linear.pack_linear(w, None, "fp16w") for w in weights]
+        for mod in mods:
+            native_gemm.attach(mod)
+        fns[f"fp16w + adaspec's kernel at {native_gemm.ROWS.start}-{native_gemm.ROWS.stop - 1} rows"] = mods
     if linear.fp16w_implementation() == "torch.fbgemm_linear_fp16_weight":
         packs = [torch.ops.quantized.linear_prepack_fp16(w.contiguous(), None) for w in weights]
         fns["fp16w (linear_dynamic_fp16)"] = [(lambda x, p=p: torch.ops.quantized.linear_dynamic_fp16(x, p))

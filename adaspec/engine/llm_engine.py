@@ -21,6 +21,7 @@ import torch
 from ..config import EngineConfig
 from ..errors import RequestError  # noqa: F401 - re-exported: the engine's request refusals
 from ..metrics.spec_stats import SpecStats
+from ..models.native_gemm import describe as describe_native_gemm
 from ..preflight import Checked, preflight, resolve_dtype  # noqa: F401 - resolve_dtype re-exported
 from ..rounds import RoundPlan
 from ..sampling_params import SamplingParams
@@ -76,6 +77,8 @@ class LLMEngine:
         print(self.linear_choice.describe(), file=sys.stderr, flush=True)
         print(f"[adaspec] layer kernels: {self.layer_kernels} ({self.model.layer_kernels_choice})",
               file=sys.stderr, flush=True)
+        if getattr(self.model, "native_gemm", None) is not None:  # fp16w with native kernels (models/native_gemm.py)
+            print(f"[adaspec] {describe_native_gemm(self.model.native_gemm)}", file=sys.stderr, flush=True)
         self.tokenizer = checked.tokenizer
         self.max_model_len = checked.max_model_len
         self.num_draft_tokens = config.num_draft_tokens

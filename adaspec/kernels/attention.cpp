@@ -143,7 +143,7 @@ void attend_block(const float *const *qs, const int32_t *lo, const int32_t *hi, 
 
 extern "C" {
 
-int adaspec_kernel_abi(void) { return 3; }  // kernels/build.py ABI
+int adaspec_kernel_abi(void) { return 4; }  // kernels/build.py ABI
 
 // Returns 0, or a negative code: -1 bad sizes, -2 a slot or key range outside the cache, -3 no memory.
 //

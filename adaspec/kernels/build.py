@@ -26,9 +26,9 @@ import tempfile
 from functools import lru_cache
 from pathlib import Path
 
-SOURCES = [Path(__file__).with_name(name) for name in ("attention.cpp", "elementwise.cpp")]
+SOURCES = [Path(__file__).with_name(name) for name in ("attention.cpp", "elementwise.cpp", "gemm.cpp")]
 HEADERS = [Path(__file__).with_name("simd.h")]
-ABI = 3  # adaspec_kernel_abi() of the sources above
+ABI = 4  # adaspec_kernel_abi() of the sources above
 # no -ffast-math: the kernels' sums run in the order the source writes them (row-independent bits).
 # -ffp-contract=fast fuses a * b + c into one FMA where the source writes it; the compiler decides
 # that per expression, so every row runs the same instructions (20% faster prefill here than off)

@@ -202,12 +202,14 @@ def load_model(model_dir: str | os.PathLike, dtype=None, device="cpu", linear_ba
     model.eval()
     from .linear import pack_module
     from .linear_select import check_rows, select_backend
+    from .native_gemm import attach_for
 
     choice, reuse = select_backend(linear_backend, model, verify_rows)
     choice.kept_fp32 = pack_module(model, choice.backend, reuse)["kept_fp32"]
     if linear_backend != "fp32":  # fp32 (training, tests, HF parity) skips the check: today's behaviour
         check_rows(choice, model)
     model.linear_backend, model.linear_choice = choice.backend, choice
+    model.native_gemm = attach_for(model, choice.backend, model.layer_kernels)
     return cfg, model
 
 

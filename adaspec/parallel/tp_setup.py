@@ -23,6 +23,7 @@ def load_shard(model_dir, dtype, device, linear_backend: str, verify_rows: int, 
     from ..models.linear import native_backend, pack_module
     from ..models.linear_select import check_rows, select_backend
     from ..models.loader import load_model
+    from ..models.native_gemm import attach_for
 
     error, cfg, model = None, None, None
     try:
@@ -45,6 +46,7 @@ def load_shard(model_dir, dtype, device, linear_backend: str, verify_rows: int, 
         error = f"packing its shard with --linear_backend={backend}: {e}"
     agree(error)
     model.linear_backend, model.linear_choice = choice.backend, choice
+    model.native_gemm = attach_for(model, choice.backend, model.layer_kernels)
     return cfg, model
 
 

@@ -1,0 +1,119 @@
+// y = x W^T with W held as float16 and everything else float32: the fp16w linear backend's
+// products at verify-sized row counts (issue 14). Built with the other layer kernels by
+// adaspec/kernels/build.py and called from adaspec/models/native_gemm.py.
+//
+// Every output element is one float32 FMA chain over k = 0 .. K-1 in order, starting from 0: the
+// same arithmetic FBGEMM's fp16-weight kernel does, so at load native_gemm.py checks that both
+// give identical bits on this machine before it uses this one, and rows never depend on how many
+// rows share the call (tiling over rows and columns does not touch a sum's order).
+//
+// Layout of the packed weight: panels of 32 output columns (the last one zero-padded); panel p
+// holds K rows of its 32 columns' float16 values, 64 bytes each, so a panel is one sequential
+// stream. Why a kernel of our own: FBGEMM's fp16 kernel runs at ~100 GFLOPS from about 32 rows
+// up, but streams the weights poorly at 4-16 rows (82 GFLOPS at 8 rows against ~94 here, with the
+// prefetch below), which are the rows of batched decode and of verify.
+
+#include <cstdint>
+
+#if defined(__AVX512F__) && defined(__F16C__)
+#include <immintrin.h>
+
+namespace {
+
+constexpr int PREFETCH = 16;  // k rows ahead (1 KiB of the panel); measured best of 0-128 here
+
+inline __mmask16 cols(int64_t c, int64_t ncols) {
+    return c + 16 <= ncols ? (__mmask16)0xffff : (c >= ncols ? (__mmask16)0 : (__mmask16)((1u << (ncols - c)) - 1));
+}
+
+// MR rows x PP consecutive panels; w points at the first panel, ncols = columns to store (<= 32 PP)
+template <int MR, int PP>
+void tile(const float *x, int64_t ldx, const uint16_t *w, int64_t K, float *y, int64_t ldy, int64_t ncols) {
+    __m512 acc[MR][2 * PP];
+    for (int i = 0; i < MR; i++)
+        for (int j = 0; j < 2 * PP; j++) acc[i][j] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < K; k++) {
+        __m512 b[2 * PP];
+        for (int p = 0; p < PP; p++) {
+            const uint16_t *wp = w + (p * K + k) * 32;
+            _mm_prefetch((const char *)(wp + PREFETCH * 32), _MM_HINT_T0);
+            b[2 * p] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)wp));
+            b[2 * p + 1] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(wp + 16)));
+        }
+        for (int i = 0; i < MR; i++) {
+            const __m512 a = _mm512_set1_ps(x[i * ldx + k]);
+            for (int j = 0; j < 2 * PP; j++) acc[i][j] = _mm512_fmadd_ps(a, b[j], acc[i][j]);
+        }
+    }
+    for (int i = 0; i < MR; i++)
+        for (int j = 0; j < 2 * PP; j++) _mm512_mask_storeu_ps(y + i * ldy + 16 * j, cols(16 * j, ncols), acc[i][j]);
+}
+
+template <int PP>
+void tile_rows(int mr, const float *x, int64_t ldx, const uint16_t *w, int64_t K, float *y, int64_t ldy,
+               int64_t ncols) {
+    switch (mr) {
+#define ROWS(R) case R: tile<R, PP>(x, ldx, w, K, y, ldy, ncols); break;
+        ROWS(1) ROWS(2) ROWS(3) ROWS(4) ROWS(5) ROWS(6) ROWS(7) ROWS(8) ROWS(9) ROWS(10) ROWS(11) ROWS(12)
+#undef ROWS
+    }
+}
+
+}  // namespace
+
+extern "C" {
+
+int adaspec_gemm_f16w_available(void) { return 1; }
+
+// w [N, K] float32 (row-major) -> packed [ceil(N / 32), K, 32] float16, round to nearest even
+int adaspec_pack_f16w(const float *w, int64_t N, int64_t K, uint16_t *out) {
+    if (N <= 0 || K <= 0) return -1;
+    const int64_t P = (N + 31) / 32;
+    for (int64_t p = 0; p < P; p++)
+        for (int64_t k = 0; k < K; k++)
+            for (int j = 0; j < 32; j++) {
+                const int64_t n = p * 32 + j;
+                out[(p * K + k) * 32 + j] = _cvtss_sh(n < N ? w[n * K + k] : 0.0f, _MM_FROUND_TO_NEAREST_INT);
+            }
+    return 0;
+}
+
+// x [M, K] (row stride ldx), packed w as above, y [M, N] (row stride ldy)
+int adaspec_gemm_f16w(const float *x, int64_t M, int64_t K, int64_t ldx, const uint16_t *w, int64_t N, float *y,
+                      int64_t ldy) {
+    if (M < 0 || N <= 0 || K <= 0 || ldx < K || ldy < N) return -1;
+    const int64_t P = (N + 31) / 32;
+    constexpr int MR = 12;
+    if (M <= 4) {  // few rows: two panels at once, for enough independent FMA chains
+        int64_t p = 0;
+        for (; p + 2 <= P; p += 2) {
+            const int64_t nc = N - p * 32 < 64 ? N - p * 32 : 64;
+            tile_rows<2>((int)M, x, ldx, w + p * K * 32, K, y + p * 32, ldy, nc);
+        }
+        for (; p < P; p++)
+            tile_rows<1>((int)M, x, ldx, w + p * K * 32, K, y + p * 32, ldy, N - p * 32 < 32 ? N - p * 32 : 32);
+        return 0;
+    }
+    for (int64_t p = 0; p < P; p++) {
+        const int64_t nc = N - p * 32 < 32 ? N - p * 32 : 32;
+        for (int64_t m = 0; m < M; m += MR) {
+            const int mr = M - m < MR ? (int)(M - m) : MR;
+            tile_rows<1>(mr, x + m * ldx, ldx, w + p * K * 32, K, y + m * ldy + p * 32, ldy, nc);
+        }
+    }
+    return 0;
+}
+
+}  // extern "C"
+
+#else  // no AVX-512 with F16C: the fp16w backend keeps FBGEMM's kernel at every row count
+
+extern "C" {
+int adaspec_gemm_f16w_available(void) { return 0; }
+int adaspec_pack_f16w(const float *, int64_t, int64_t, uint16_t *) { return -4; }
+int adaspec_gemm_f16w(const float *, int64_t, int64_t, int64_t, const uint16_t *, int64_t, float *, int64_t) {
+    return -4;
+}
+}  // extern "C"
+
+#endif

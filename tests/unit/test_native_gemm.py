@@ -1,0 +1,106 @@
+"""fp16w products at verify-sized row counts in adaspec's kernel (models/native_gemm.py, issue 14;
+R-A1, R-B2, R-B5).
+
+The kernel may stand in for FBGEMM's only where it gives FBGEMM's bits: every output of every row
+count it serves, on odd shapes too, and a row's output must not depend on how many rows share the
+product, whichever kernel ran it. That is what keeps speculative output equal to plain output.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from adaspec.kernels import build
+from adaspec.models import native_gemm
+from adaspec.models.linear import Fp16wLinear, fp16w_implementation, pack_module
+
+
+@pytest.fixture(autouse=True)
+def _available():
+    if fp16w_implementation() is None:
+        pytest.skip("this torch has no FBGEMM fp16-weight GEMM")
+    if build.compiler() is None:
+        pytest.skip("no C++ compiler on this machine: the native kernels cannot be built")
+    reason = native_gemm.unavailable()
+    if reason is not None and "AVX-512" in reason:
+        pytest.skip(reason)
+    assert reason is None, reason  # a compiler is present: a failed build is a bug
+
+
+def _layer(out_features, in_features, seed=0, bias=False):
+    g = torch.Generator().manual_seed(seed)
+    w = torch.randn(out_features, in_features, generator=g) * 0.05
+    b = torch.randn(out_features, generator=g) if bias else None
+    return Fp16wLinear(w, b)
+
+
+# (out, in): the bundled model's products, a head-sized one, widths that are not multiples of 32
+SHAPES = [(960, 576), (576, 1536), (3072, 576), (48, 32), (33, 7), (100, 70), (1, 5)]
+
+
+@pytest.mark.parametrize("out_features,in_features", SHAPES)
+def test_the_kernel_gives_fbgemms_bits_at_every_row_count_it_serves(out_features, in_features):
+    layer = _layer(out_features, in_features)
+    report = native_gemm.attach(layer)
+    assert report == {"attached": 1, "mismatched": [], "reason": None}
+    g = torch.Generator().manual_seed(1)
+    for m in list(native_gemm.ROWS) + [1, 2, 3, 33, 40]:
+        x = torch.randn(m, in_features, generator=g) * 3
+        ours = layer(x)
+        layer.native_gemm, kept = None, layer.native_gemm
+        theirs = layer(x)
+        layer.native_gemm = kept
+        assert torch.equal(ours, theirs), (m, (ours - theirs).abs().max().item())
+
+
+def test_a_row_has_the_same_bits_whichever_kernel_ran_its_product():
+    layer = _layer(200, 96, bias=True)
+    native_gemm.attach(layer)
+    x = torch.randn(40, 96, generator=torch.Generator().manual_seed(2))
+    alone = torch.cat([layer(x[i:i + 1]) for i in range(40)])  # one row: FBGEMM
+    for m in (2, 4, 5, 8, 12, 13, 17, 32, 33, 40):  # FBGEMM below 4 and above 32, the kernel between
+        assert torch.equal(layer(x[:m]), alone[:m]), m
+
+
+def test_a_strided_input_is_read_in_place():
+    layer = _layer(64, 48)
+    native_gemm.attach(layer)
+    wide = torch.randn(8, 100, generator=torch.Generator().manual_seed(3))
+    x = wide[:, 10:58]  # rows 100 apart
+    assert torch.equal(layer(x), layer(x.contiguous()))
+
+
+def test_attach_covers_every_fp16w_layer_of_a_model_once_and_skips_the_rest(tiny_llama_dir):
+    from adaspec.models.loader import load_model
+
+    _, model = load_model(tiny_llama_dir, linear_backend="fp16w", layer_kernels="native")
+    layers = [m for m in model.modules() if isinstance(m, Fp16wLinear)]
+    assert model.native_gemm == {"attached": len(layers), "mismatched": [], "reason": None}
+    assert all(m.native_gemm is not None for m in layers)
+    assert native_gemm.attach(model)["attached"] == 0  # already attached: nothing done twice
+    _, torch_ops = load_model(tiny_llama_dir, linear_backend="fp16w", layer_kernels="torch")
+    assert torch_ops.native_gemm is None  # --layer_kernels=torch: FBGEMM for every product
+    assert all(m.native_gemm is None for m in torch_ops.modules() if isinstance(m, Fp16wLinear))
+    _, fp32 = load_model(tiny_llama_dir, linear_backend="fp32", layer_kernels="native")
+    assert fp32.native_gemm is None
+
+
+def test_a_layer_whose_bits_differ_keeps_fbgemm_and_is_named(monkeypatch):
+    root = torch.nn.Sequential(torch.nn.Linear(64, 64, bias=False))
+    pack_module(root, "fp16w")
+    real = native_gemm.NativeF16w.__call__
+    monkeypatch.setattr(native_gemm.NativeF16w, "__call__", lambda self, x: real(self, x) + 1e-6)
+    report = native_gemm.attach(root)
+    assert report["attached"] == 0 and report["mismatched"] == ["0"]
+    assert "differ from FBGEMM" in report["reason"]
+    assert root[0].native_gemm is None
+    assert "FBGEMM at every row count" in native_gemm.describe(report)
+
+
+def test_the_environment_switch_keeps_fbgemm(monkeypatch):
+    monkeypatch.setenv("ADASPEC_NATIVE_KERNELS", "0")
+    layer = _layer(64, 64)
+    report = native_gemm.attach(layer)
+    assert report["attached"] == 0 and "ADASPEC_NATIVE_KERNELS=0" in report["reason"]
+    assert layer.native_gemm is None
