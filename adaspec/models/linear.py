@@ -180,7 +180,7 @@ class Fp16wLinear(PackedLinear):
 
     def _product(self, x: torch.Tensor) -> torch.Tensor:
         if self.native_gemm is not None and x.dim() == 2 and x.shape[0] in native_gemm.ROWS \
-                and x.dtype == torch.float32 and x.stride(1) == 1:
+                and x.dtype == torch.float32 and x.stride(1) == 1 and x.stride(0) >= x.shape[1]:
             return self.native_gemm(x)
         if self.impl == "torch.fbgemm_linear_fp16_weight":
             return torch.fbgemm_linear_fp16_weight(x, self._packed, self._zeros)
