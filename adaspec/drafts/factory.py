@@ -241,10 +241,9 @@ def ready_drafter(drafter, config, linear_backend: str, cache_len: int, layer_ke
     packable = getattr(drafter, "mtp", drafter)  # MTP+Suffix: its MTP part (issue 10)
     if isinstance(packable, torch.nn.Module):  # the drafts and their heads use the target's backend
         pack_module(packable, linear_backend)
+        attach_for(packable, linear_backend, layer_kernels)  # and, as the target, its kernel for fp16w at verify sizes
     if hasattr(packable, "native_kernels"):
         packable.native_kernels = layer_kernels == "native"
-    if isinstance(packable, torch.nn.Module):  # fp16w products at verify sizes in adaspec's kernel, as the target's
-        attach_for(packable, linear_backend, layer_kernels)
     if hasattr(drafter, "set_lag"):
         drafter.set_lag(2 if config.enable_schedule_overlap else 1)
     if config.num_draft_tokens > drafter.max_steps:

@@ -167,6 +167,10 @@ class Fp16wLinear(PackedLinear):
         w = weight.detach().float().contiguous()
         if w.abs().max() > FP16_MAX:
             raise ValueError("weights outside the float16 range")
+        # the rounded weights, kept only until models/native_gemm.attach_for has packed them for its
+        # kernel (or decided not to): reading them back out of FBGEMM's packing (dense_weight) costs
+        # a full product per layer, 2.6 s of start-up for the bundled model
+        self.weight16 = w.half()
         self.impl = fp16w_implementation()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the deprecation notice of the fbgemm entry point

@@ -47,7 +47,7 @@ def _functions():
 
 
 class NativeF16w:
-    """One weight packed for gemm.cpp; calling it on x [M, K] (float32, contiguous) gives [M, N]."""
+    """One weight packed for gemm.cpp; calling it on x [M, K] (float32, unit column stride) gives [M, N]."""
 
     def __init__(self, weight: torch.Tensor, gemm, pack):
         self.out_features, self.in_features = weight.shape
@@ -88,7 +88,8 @@ def attach(root: torch.nn.Module, seed: int = 0) -> dict:
     for name, module in root.named_modules():
         if not isinstance(module, Fp16wLinear) or module.native_gemm is not None:
             continue
-        native = NativeF16w(module.dense_weight(), gemm, pack)
+        weights = module.dense_weight() if module.weight16 is None else module.weight16.float()
+        native = NativeF16w(weights, gemm, pack)
         xs = [torch.randn(m, module.in_features, generator=g) for m in PROBE_ROWS]
         if all(torch.equal(native(x), module._product(x)) for x in xs):
             module.native_gemm = native
@@ -102,8 +103,15 @@ def attach(root: torch.nn.Module, seed: int = 0) -> dict:
 
 def attach_for(root: torch.nn.Module, linear_backend: str, layer_kernels: str) -> dict | None:
     """`attach` when the model runs fp16w linears with --layer_kernels resolved to native (the
-    switch for all of adaspec's C++ kernels), else None."""
-    return attach(root) if linear_backend == "fp16w" and layer_kernels == "native" else None
+    switch for all of adaspec's C++ kernels), else None. Either way the layers' float16 copies
+    (Fp16wLinear.weight16) are released afterwards."""
+    from .linear import Fp16wLinear
+
+    report = attach(root) if linear_backend == "fp16w" and layer_kernels == "native" else None
+    for module in root.modules():
+        if isinstance(module, Fp16wLinear):
+            module.weight16 = None
+    return report
 
 
 def describe(report: dict) -> str:

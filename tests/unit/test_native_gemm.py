@@ -78,10 +78,11 @@ def test_attach_covers_every_fp16w_layer_of_a_model_once_and_skips_the_rest(tiny
     layers = [m for m in model.modules() if isinstance(m, Fp16wLinear)]
     assert model.native_gemm == {"attached": len(layers), "mismatched": [], "reason": None}
     assert all(m.native_gemm is not None for m in layers)
+    assert all(m.weight16 is None for m in layers)  # the float16 copies are released once packed
     assert native_gemm.attach(model)["attached"] == 0  # already attached: nothing done twice
     _, torch_ops = load_model(tiny_llama_dir, linear_backend="fp16w", layer_kernels="torch")
     assert torch_ops.native_gemm is None  # --layer_kernels=torch: FBGEMM for every product
-    assert all(m.native_gemm is None for m in torch_ops.modules() if isinstance(m, Fp16wLinear))
+    assert all(m.native_gemm is None and m.weight16 is None for m in torch_ops.modules() if isinstance(m, Fp16wLinear))
     _, fp32 = load_model(tiny_llama_dir, linear_backend="fp32", layer_kernels="native")
     assert fp32.native_gemm is None
 
