@@ -5,7 +5,8 @@ One engine per configuration (--linear_backend, default auto), --batch_size held
 and decoded for --warmup rounds, then --steps rounds profiled. Bench-side annotations
 (`record_function` around the drafter's `draft`, the target's `logits` and the round runner's
 `sample` / `count_accepted`) mark the draft, the LM head and sampling; the remaining ops of the
-target forward are grouped by name: linear kernels, attention (scaled_dot_product_attention and
+target forward are grouped by name: linear kernels (with adaspec's fp16w kernel of 4-32 rows, a
+`native gemm` range), attention (scaled_dot_product_attention and
 everything under it, plus the KV-cache writes), and other target ops (norms, rotary, activations,
 residual adds, embedding). "Python and dispatch" = the round's wall time minus the self time of
 every op: interpreter, argument handling, profiler bookkeeping. Unprofiled rounds are timed too
@@ -52,7 +53,7 @@ def annotations(engine):
     """record_function ranges around the draft, the LM head and sampling (restored afterwards)."""
     import torch
 
-    from adaspec.models import native_kernels
+    from adaspec.models import native_gemm, native_kernels
     from adaspec.runner import round_runner
 
     patched = []
@@ -73,6 +74,7 @@ def annotations(engine):
     wrap(round_runner, "sample", "sampling")
     wrap(round_runner, "count_accepted", "sampling")
     wrap(native_kernels, "attend", "native attention")  # --layer_kernels=native: no torch op inside
+    wrap(native_gemm.NativeF16w, "__call__", "native gemm")  # fp16w products of 4-32 rows: no torch op inside
     try:
         yield
     finally:
@@ -93,7 +95,8 @@ def group_of(event) -> str:
             return label
     if "native attention" in names or any(any(a in n for a in ATTENTION_OPS) for n in names):
         return "attention"
-    if any(any(n == op or n.endswith(op.split("::")[-1]) for op in LINEAR_OPS) for n in names):
+    if "native gemm" in names or any(any(n == op or n.endswith(op.split("::")[-1]) for op in LINEAR_OPS)
+                                     for n in names):
         return "linears"
     return "other target ops"
 
