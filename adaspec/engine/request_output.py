@@ -94,7 +94,7 @@ def request_output(req: Request, tokenizer) -> RequestOutput:
     frozen = tuple(ids)  # this round's tokens, whatever later happens to the output's list
 
     def decode() -> str:
-        text = tokenizer.decode(list(frozen))
+        text = tokenizer.decode(frozen)  # Tokenizer.decode takes any iterable of ids
         return text if end is None else text[:end]
 
     return RequestOutput(
