@@ -76,9 +76,9 @@ def kernel_fns(weights):
             fns[b] = [linear.pack_linear(w, None, b) for w in weights]
     if "fp16w" in fns and native_gemm.unavailable() is None:  # fp16w as --layer_kernels=native runs it
         mods = [linear.pack_linear(w, None, "fp16w") for w in weights]
-        for mod in mods:
-            native_gemm.attach(mod)
-        fns[f"fp16w + adaspec's kernel at {native_gemm.ROWS.start}-{native_gemm.ROWS.stop - 1} rows"] = mods
+        for mod in mods:  # at every row count it may serve, so that its own per-M cost shows (FBGEMM above)
+            native_gemm.attach(mod, rows=range(1, native_gemm.MAX_ROWS + 1))
+        fns[f"fp16w, adaspec's kernel at 1-{native_gemm.MAX_ROWS} rows"] = mods
     if linear.fp16w_implementation() == "torch.fbgemm_linear_fp16_weight":
         packs = [torch.ops.quantized.linear_prepack_fp16(w.contiguous(), None) for w in weights]
         fns["fp16w (linear_dynamic_fp16)"] = [(lambda x, p=p: torch.ops.quantized.linear_dynamic_fp16(x, p))

@@ -26,34 +26,33 @@ inline __mmask16 cols(int64_t c, int64_t ncols) {
     return c + 16 <= ncols ? (__mmask16)0xffff : (c >= ncols ? (__mmask16)0 : (__mmask16)((1u << (ncols - c)) - 1));
 }
 
-// MR rows x PP consecutive panels; w points at the first panel, ncols = columns to store (<= 32 PP)
-template <int MR, int PP>
+// MR rows x one panel (32 columns); w points at the panel, ncols = columns to store (<= 32). One panel
+// at a time at every row count: a variant that ran 1-4 rows over two panels at once (more
+// independent FMA chains) was 3-7% slower than this at 1-4 rows on a Zen 5 VM, and slower than
+// FBGEMM there (BENCHMARKS.md, "fp16w products in adaspec's kernel at 1-4 rows").
+template <int MR>
 void tile(const float *x, int64_t ldx, const uint16_t *w, int64_t K, float *y, int64_t ldy, int64_t ncols) {
-    __m512 acc[MR][2 * PP];
-    for (int i = 0; i < MR; i++)
-        for (int j = 0; j < 2 * PP; j++) acc[i][j] = _mm512_setzero_ps();
+    __m512 acc[MR][2];
+    for (int i = 0; i < MR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
     for (int64_t k = 0; k < K; k++) {
-        __m512 b[2 * PP];
-        for (int p = 0; p < PP; p++) {
-            const uint16_t *wp = w + (p * K + k) * 32;
-            _mm_prefetch((const char *)(wp + PREFETCH * 32), _MM_HINT_T0);
-            b[2 * p] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)wp));
-            b[2 * p + 1] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(wp + 16)));
-        }
+        const uint16_t *wp = w + k * 32;
+        _mm_prefetch((const char *)(wp + PREFETCH * 32), _MM_HINT_T0);
+        const __m512 b0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)wp));
+        const __m512 b1 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(wp + 16)));
         for (int i = 0; i < MR; i++) {
             const __m512 a = _mm512_set1_ps(x[i * ldx + k]);
-            for (int j = 0; j < 2 * PP; j++) acc[i][j] = _mm512_fmadd_ps(a, b[j], acc[i][j]);
+            acc[i][0] = _mm512_fmadd_ps(a, b0, acc[i][0]);
+            acc[i][1] = _mm512_fmadd_ps(a, b1, acc[i][1]);
         }
     }
     for (int i = 0; i < MR; i++)
-        for (int j = 0; j < 2 * PP; j++) _mm512_mask_storeu_ps(y + i * ldy + 16 * j, cols(16 * j, ncols), acc[i][j]);
+        for (int j = 0; j < 2; j++) _mm512_mask_storeu_ps(y + i * ldy + 16 * j, cols(16 * j, ncols), acc[i][j]);
 }
 
-template <int PP>
 void tile_rows(int mr, const float *x, int64_t ldx, const uint16_t *w, int64_t K, float *y, int64_t ldy,
                int64_t ncols) {
     switch (mr) {
-#define ROWS(R) case R: tile<R, PP>(x, ldx, w, K, y, ldy, ncols); break;
+#define ROWS(R) case R: tile<R>(x, ldx, w, K, y, ldy, ncols); break;
         ROWS(1) ROWS(2) ROWS(3) ROWS(4) ROWS(5) ROWS(6) ROWS(7) ROWS(8) ROWS(9) ROWS(10) ROWS(11) ROWS(12)
 #undef ROWS
     }
@@ -84,21 +83,11 @@ int adaspec_gemm_f16w(const float *x, int64_t M, int64_t K, int64_t ldx, const u
     if (M < 0 || N <= 0 || K <= 0 || ldx < K || ldy < N) return -1;
     const int64_t P = (N + 31) / 32;
     constexpr int MR = 12;
-    if (M <= 4) {  // few rows: two panels at once, for enough independent FMA chains
-        int64_t p = 0;
-        for (; p + 2 <= P; p += 2) {
-            const int64_t nc = N - p * 32 < 64 ? N - p * 32 : 64;
-            tile_rows<2>((int)M, x, ldx, w + p * K * 32, K, y + p * 32, ldy, nc);
-        }
-        for (; p < P; p++)
-            tile_rows<1>((int)M, x, ldx, w + p * K * 32, K, y + p * 32, ldy, N - p * 32 < 32 ? N - p * 32 : 32);
-        return 0;
-    }
     for (int64_t p = 0; p < P; p++) {
         const int64_t nc = N - p * 32 < 32 ? N - p * 32 : 32;
         for (int64_t m = 0; m < M; m += MR) {
             const int mr = M - m < MR ? (int)(M - m) : MR;
-            tile_rows<1>(mr, x + m * ldx, ldx, w + p * K * 32, K, y + m * ldy + p * 32, ldy, nc);
+            tile_rows(mr, x + m * ldx, ldx, w + p * K * 32, K, y + m * ldy + p * 32, ldy, nc);
         }
     }
     return 0;

@@ -11,7 +11,8 @@ the drafts and of both LM heads:
   `torch.fbgemm_linear_fp16_weight` is deprecated in the pinned torch but present and measured
   fastest at one row (0.25 vs 0.31 ms per SmolLM2 layer for `torch.ops.quantized.linear_dynamic_fp16`,
   which computes bit-identical results); the latter is the fallback if a torch drops the former.
-  With `--layer_kernels=native`, products of 4-32 rows run in adaspec's own kernel instead, layer by
+  With `--layer_kernels=native`, products of the row counts (up to 32) where adaspec's own kernel was
+  measured faster at load run in it instead, layer by
   layer where it gives FBGEMM's bits on this machine (models/native_gemm.py says why and how).
 - `bf16`: weights in bfloat16; activations cast to bfloat16 for the product (oneDNN), output in the
   input's dtype. On CPU the weights are reordered once into oneDNN's blocked layout
@@ -56,7 +57,6 @@ from torch import nn
 import torch.nn.functional as F
 
 from ..config import LINEAR_BACKENDS  # noqa: F401 - re-exported: the flag's values
-from . import native_gemm
 
 NATIVE = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
 FP16_MAX = 65504.0
@@ -158,9 +158,10 @@ class PackedLinear(nn.Module):
 class Fp16wLinear(PackedLinear):
     backend = "fp16w"
     fusable = True  # FBGEMM blocks K the same whatever N is (tests/unit/test_linear_backends.py)
-    # adaspec's own kernel for the row counts it runs faster, set by models/native_gemm.attach only
-    # where it gives FBGEMM's bits
+    # adaspec's own kernel and the row counts it runs faster (measured), set by models/native_gemm.attach
+    # only where it gives FBGEMM's bits
     native_gemm = None
+    native_rows: frozenset = frozenset()
 
     def __init__(self, weight, bias):
         super().__init__(weight, bias)
@@ -183,9 +184,12 @@ class Fp16wLinear(PackedLinear):
                 raise RuntimeError(unavailable_reason("fp16w"))
 
     def _product(self, x: torch.Tensor) -> torch.Tensor:
-        if self.native_gemm is not None and x.dim() == 2 and x.shape[0] in native_gemm.ROWS \
+        if self.native_gemm is not None and x.dim() == 2 and x.shape[0] in self.native_rows \
                 and x.dtype == torch.float32 and x.stride(1) == 1 and x.stride(0) >= x.shape[1]:
             return self.native_gemm(x)
+        return self._fbgemm(x)
+
+    def _fbgemm(self, x: torch.Tensor) -> torch.Tensor:
         if self.impl == "torch.fbgemm_linear_fp16_weight":
             return torch.fbgemm_linear_fp16_weight(x, self._packed, self._zeros)
         return torch.ops.quantized.linear_dynamic_fp16(x, self._packed)
@@ -195,7 +199,7 @@ class Fp16wLinear(PackedLinear):
 
     def dense_weight(self) -> torch.Tensor:
         # x = I gives W^T exactly: each output sums one product by 1.0 and zeros
-        return self._product(torch.eye(self.in_features)).t().contiguous()
+        return self._fbgemm(torch.eye(self.in_features)).t().contiguous()
 
 
 class Bf16Linear(PackedLinear):

@@ -1,4 +1,4 @@
-"""fp16w products at 4-32 rows in adaspec's own kernel (adaspec/kernels/gemm.cpp; issue 14).
+"""fp16w products of up to 32 rows in adaspec's own kernel where it is faster (adaspec/kernels/gemm.cpp; issue 14).
 
 FBGEMM's fp16-weight kernel, behind `--linear_backend=fp16w`, runs at ~100 GFLOPS on this core from
 about 32 rows up and streams the weights at one row as fast as the memory allows, but at the 4-16
@@ -8,11 +8,14 @@ chain over the inputs in order, from the same float16-rounded weights), with a p
 the weights streaming, at ~94 GFLOPS at 8 rows.
 
 So the two kernels are interchangeable only if they give the same bits, which `attach` checks on
-this machine for every layer before it uses gemm.cpp for it: random rows at 4, 9 and 32 rows, every
-output compared bit for bit with FBGEMM's. Where that holds, a product of ROWS rows runs in
-gemm.cpp and every other size in FBGEMM, and which kernel ran is invisible in the outputs (the
-lossless tests run on both sizes). Where it does not hold (another CPU, another FBGEMM), or the
-kernels cannot run (no AVX-512 with F16C, `ADASPEC_NATIVE_KERNELS=0`, `--layer_kernels=torch`),
+this machine for every layer before it uses gemm.cpp for it: random rows at 2, 4, 9 and 32 rows,
+every output compared bit for bit with FBGEMM's. Where that holds, which kernel runs a product is
+invisible in the outputs (the lossless tests run on both), so the choice is a matter of speed only,
+and speed is measured, not assumed: which row counts up to 32 gemm.cpp serves is decided once per
+process by timing both kernels on the model's own weights (`measure_rows`, ~0.3 s). It differs
+between machines: gemm.cpp won at 4-32 rows on a Zen 4 VM; on a Zen 5 VM it won from 5-8 rows and
+tied at 1-4 (BENCHMARKS.md). Every other size runs in FBGEMM. Where the bits differ (another CPU,
+another FBGEMM), or the kernels cannot run (no AVX-512 with F16C, `ADASPEC_NATIVE_KERNELS=0`, `--layer_kernels=torch`),
 FBGEMM does every product, as before. The packed copy costs the weights' float16 bytes a second
 time (270 MB for the bundled model).
 """
@@ -20,14 +23,22 @@ time (270 MB for the bundled model).
 from __future__ import annotations
 
 import ctypes
+import time
 from functools import lru_cache
 
 import torch
 
 from ..kernels import build
 
-ROWS = range(4, 33)  # measured faster than FBGEMM here (BENCHMARKS.md); FBGEMM below and above
-PROBE_ROWS = (4, 9, 32)  # the kernel's few-row path, a 12-row tile with a remainder, the largest size used
+MAX_ROWS = 32  # the largest product gemm.cpp may serve (FBGEMM was 6-10% faster from 128 rows up)
+PROBE_ROWS = (2, 4, 9, 32)  # fewer rows than a tile (twice), a 12-row tile with a remainder, the largest size
+# row counts timed by measure_rows; a count between them follows the nearest one timed (ties: the lower)
+TIMED_ROWS = (1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32)
+MARGIN = 1.02  # gemm.cpp serves a row count only where it is at least this much faster than FBGEMM
+SAMPLE_PARAMS = 32_000_000  # weights timed, in model order: twice the float16 bytes of a 32 MiB L3
+REPEATS = 3
+
+_measured: dict = {}  # the process's measurement (a property of the machine), made on the first model attached
 
 _P, _I64 = ctypes.c_void_p, ctypes.c_int64
 
@@ -73,31 +84,82 @@ def unavailable() -> str | None:
     return f if isinstance(f, str) else None
 
 
-def attach(root: torch.nn.Module, seed: int = 0) -> dict:
-    """Give every fp16w layer under `root` gemm.cpp for ROWS rows where it matches FBGEMM bit for bit.
+def rows_from_speedups(speedups: dict[int, float], margin: float = MARGIN) -> frozenset[int]:
+    """Row counts 1..MAX_ROWS for gemm.cpp, from {timed row count: FBGEMM time / gemm.cpp time}: those
+    whose nearest timed count (ties: the lower) was at least `margin` faster in gemm.cpp."""
+    timed = sorted(speedups)
+    out = set()
+    for m in range(1, MAX_ROWS + 1):
+        nearest = min(timed, key=lambda t: (abs(t - m), t))
+        if speedups[nearest] >= margin:
+            out.add(m)
+    return frozenset(out)
 
-    Returns {"attached": n, "mismatched": [names], "reason": why none (or None)}."""
+
+def measure_rows(layers: list, repeats: int = REPEATS) -> dict:
+    """Time FBGEMM and gemm.cpp on `layers` (attached Fp16wLinear, in model order, up to SAMPLE_PARAMS
+    weights) at each of TIMED_ROWS; per-pass time = the minimum over `repeats` alternating passes.
+    -> {"rows": frozenset served by gemm.cpp, "speedups": {row count: FBGEMM / gemm.cpp}, "seconds"}."""
+    t_start = time.perf_counter()
+    sample, params = [], 0
+    for module in layers:
+        if params >= SAMPLE_PARAMS:
+            break
+        sample.append(module)
+        params += module.in_features * module.out_features
+    g = torch.Generator().manual_seed(0)
+    xs = {k: torch.randn(max(TIMED_ROWS), k, generator=g) for k in {m.in_features for m in sample}}
+    best = {(m, kind): float("inf") for m in TIMED_ROWS for kind in ("fbgemm", "native")}
+    for rep in range(repeats):
+        for m in TIMED_ROWS:
+            for kind in (("fbgemm", "native") if rep % 2 == 0 else ("native", "fbgemm")):
+                t0 = time.perf_counter()
+                for module in sample:
+                    x = xs[module.in_features][:m]
+                    module.native_gemm(x) if kind == "native" else module._fbgemm(x)
+                best[m, kind] = min(best[m, kind], time.perf_counter() - t0)
+    speedups = {m: best[m, "fbgemm"] / best[m, "native"] for m in TIMED_ROWS}
+    return {"rows": rows_from_speedups(speedups), "speedups": speedups, "seconds": time.perf_counter() - t_start}
+
+
+def attach(root: torch.nn.Module, seed: int = 0, rows=None) -> dict:
+    """Give every fp16w layer under `root` gemm.cpp where it matches FBGEMM bit for bit, for the row
+    counts `rows` (default: measured on the first model attached in this process, `measure_rows`).
+
+    Returns {"attached": n, "mismatched": [names], "reason": why none (or None), "rows": sorted row
+    counts gemm.cpp serves, "speedups": the measurement behind them (None when `rows` was given)}."""
     from .linear import Fp16wLinear
 
     reason = unavailable()
-    report = {"attached": 0, "mismatched": [], "reason": reason}
+    report = {"attached": 0, "mismatched": [], "reason": reason, "rows": [], "speedups": None}
     if reason is not None:
         return report
     pack, gemm = _functions()
     g = torch.Generator().manual_seed(seed)
+    attached = []
     for name, module in root.named_modules():
         if not isinstance(module, Fp16wLinear) or module.native_gemm is not None:
             continue
         weights = module.dense_weight() if module.weight16 is None else module.weight16.float()
         native = NativeF16w(weights, gemm, pack)
         xs = [torch.randn(m, module.in_features, generator=g) for m in PROBE_ROWS]
-        if all(torch.equal(native(x), module._product(x)) for x in xs):
+        if all(torch.equal(native(x), module._fbgemm(x)) for x in xs):
             module.native_gemm = native
-            report["attached"] += 1
+            attached.append(module)
         else:
             report["mismatched"].append(name)
-    if report["mismatched"] and not report["attached"]:
+    report["attached"] = len(attached)
+    if report["mismatched"] and not attached:
         report["reason"] = "its products differ from FBGEMM's in the last bits on this machine"
+    if attached:
+        if rows is None:
+            if not _measured:
+                _measured.update(measure_rows(attached))
+            rows, report["speedups"] = _measured["rows"], dict(_measured["speedups"])
+        rows = frozenset(rows)
+        for module in attached:
+            module.native_rows = rows
+        report["rows"] = sorted(rows)
     return report
 
 
@@ -114,12 +176,32 @@ def attach_for(root: torch.nn.Module, linear_backend: str, layer_kernels: str) -
     return report
 
 
+def spans(rows) -> str:
+    """Sorted row counts as ranges: [4, 5, 6, 8] -> '4-6, 8'."""
+    out, rows = [], sorted(rows)
+    i = 0
+    while i < len(rows):
+        j = i
+        while j + 1 < len(rows) and rows[j + 1] == rows[j] + 1:
+            j += 1
+        out.append(str(rows[i]) if i == j else f"{rows[i]}-{rows[j]}")
+        i = j + 1
+    return ", ".join(out)
+
+
 def describe(report: dict) -> str:
     """One start-up line's worth: what `attach` did."""
     if report["reason"] is not None:
         return f"fp16w products in FBGEMM at every row count ({report['reason']})"
-    said = f"fp16w products of {ROWS.start}-{ROWS.stop - 1} rows in adaspec's kernel (bit-identical to FBGEMM, " \
-           f"checked per layer: {report['attached']} layers)"
+    if not report["rows"]:
+        said = "fp16w products in FBGEMM at every row count (adaspec's kernel was not faster at any of 1-" \
+               f"{MAX_ROWS} rows here)"
+    else:
+        said = f"fp16w products of {spans(report['rows'])} rows in adaspec's kernel (bit-identical to FBGEMM, " \
+               f"checked per layer: {report['attached']} layers)"
+    if report.get("speedups"):
+        said += "; measured FBGEMM / adaspec's kernel time at " + ", ".join(
+            f"{m}: {r:.2f}" for m, r in sorted(report["speedups"].items())) + " rows"
     if report["mismatched"]:
         said += f"; {len(report['mismatched'])} layers differ and keep FBGEMM"
     return said

@@ -39,13 +39,16 @@ def _layer(out_features, in_features, seed=0, bias=False):
 SHAPES = [(960, 576), (576, 1536), (3072, 576), (48, 32), (33, 7), (100, 70), (1, 5)]
 
 
+EVERY_ROW = range(1, native_gemm.MAX_ROWS + 1)  # every row count the kernel may be measured to serve
+
+
 @pytest.mark.parametrize("out_features,in_features", SHAPES)
-def test_the_kernel_gives_fbgemms_bits_at_every_row_count_it_serves(out_features, in_features):
+def test_the_kernel_gives_fbgemms_bits_at_every_row_count_it_may_serve(out_features, in_features):
     layer = _layer(out_features, in_features)
-    report = native_gemm.attach(layer)
-    assert report == {"attached": 1, "mismatched": [], "reason": None}
+    report = native_gemm.attach(layer, rows=EVERY_ROW)
+    assert report == {"attached": 1, "mismatched": [], "reason": None, "rows": list(EVERY_ROW), "speedups": None}
     g = torch.Generator().manual_seed(1)
-    for m in list(native_gemm.ROWS) + [1, 2, 3, 33, 40]:
+    for m in list(EVERY_ROW) + [33, 40]:
         x = torch.randn(m, in_features, generator=g) * 3
         ours = layer(x)
         layer.native_gemm, kept = None, layer.native_gemm
@@ -56,7 +59,7 @@ def test_the_kernel_gives_fbgemms_bits_at_every_row_count_it_serves(out_features
 
 def test_a_row_has_the_same_bits_whichever_kernel_ran_its_product():
     layer = _layer(200, 96, bias=True)
-    native_gemm.attach(layer)
+    native_gemm.attach(layer, rows=range(4, 33))
     x = torch.randn(40, 96, generator=torch.Generator().manual_seed(2))
     alone = torch.cat([layer(x[i:i + 1]) for i in range(40)])  # one row: FBGEMM
     for m in (2, 4, 5, 8, 12, 13, 17, 32, 33, 40):  # FBGEMM below 4 and above 32, the kernel between
@@ -65,7 +68,7 @@ def test_a_row_has_the_same_bits_whichever_kernel_ran_its_product():
 
 def test_a_strided_input_is_read_in_place():
     layer = _layer(64, 48)
-    native_gemm.attach(layer)
+    native_gemm.attach(layer, rows=EVERY_ROW)
     wide = torch.randn(8, 100, generator=torch.Generator().manual_seed(3))
     x = wide[:, 10:58]  # rows 100 apart
     assert torch.equal(layer(x), layer(x.contiguous()))
@@ -76,8 +79,12 @@ def test_attach_covers_every_fp16w_layer_of_a_model_once_and_skips_the_rest(tiny
 
     _, model = load_model(tiny_llama_dir, linear_backend="fp16w", layer_kernels="native")
     layers = [m for m in model.modules() if isinstance(m, Fp16wLinear)]
-    assert model.native_gemm == {"attached": len(layers), "mismatched": [], "reason": None}
-    assert all(m.native_gemm is not None for m in layers)
+    report = model.native_gemm
+    assert (report["attached"], report["mismatched"], report["reason"]) == (len(layers), [], None)
+    # which row counts the kernel serves was measured (the process's first model), and is what every layer uses
+    assert set(report["speedups"]) == set(native_gemm.TIMED_ROWS)
+    assert report["rows"] == sorted(native_gemm.rows_from_speedups(report["speedups"]))
+    assert all(m.native_gemm is not None and m.native_rows == set(report["rows"]) for m in layers)
     assert all(m.weight16 is None for m in layers)  # the float16 copies are released once packed
     assert native_gemm.attach(model)["attached"] == 0  # already attached: nothing done twice
     _, torch_ops = load_model(tiny_llama_dir, linear_backend="fp16w", layer_kernels="torch")
@@ -105,3 +112,34 @@ def test_the_environment_switch_keeps_fbgemm(monkeypatch):
     report = native_gemm.attach(layer)
     assert report["attached"] == 0 and "ADASPEC_NATIVE_KERNELS=0" in report["reason"]
     assert layer.native_gemm is None
+
+
+def test_the_served_row_counts_follow_the_nearest_timed_count():
+    # FBGEMM faster at 1-4 rows, the kernel from 5 rows up, except a noisy tie at 16
+    speedups = {1: 0.92, 2: 0.93, 3: 0.96, 4: 0.93, 5: 1.01, 6: 1.06, 8: 1.09, 12: 1.16, 16: 1.015, 24: 1.09, 32: 1.13}
+    rows = native_gemm.rows_from_speedups(speedups)
+    # 5 is under the margin; 7 follows 6 (nearest), 10 and 14 follow 8 and 12 (ties: the lower), 15-20 follow 16
+    assert sorted(rows) == list(range(6, 15)) + list(range(21, 33))
+    assert native_gemm.rows_from_speedups({m: 0.9 for m in speedups}) == frozenset()
+    assert native_gemm.spans(rows) == "6-14, 21-32"
+    report = {"attached": 3, "mismatched": [], "reason": None, "rows": sorted(rows), "speedups": speedups}
+    assert "6-14, 21-32 rows in adaspec's kernel" in native_gemm.describe(report)
+    report["rows"] = []
+    assert "FBGEMM at every row count" in native_gemm.describe(report)
+
+
+def test_measuring_times_both_kernels_at_every_timed_row_count():
+    layers = [_layer(96, 64, seed=i) for i in range(3)]
+    for layer in layers:
+        native_gemm.attach(layer, rows=())
+    calls = []
+    for layer in layers:  # count the products each kernel ran, by row count
+        native, fbgemm = layer.native_gemm, layer._fbgemm
+        layer.native_gemm = lambda x, f=native: calls.append(("native", x.shape[0])) or f(x)
+        layer._fbgemm = lambda x, f=fbgemm: calls.append(("fbgemm", x.shape[0])) or f(x)
+    out = native_gemm.measure_rows(layers, repeats=2)
+    assert set(out["speedups"]) == set(native_gemm.TIMED_ROWS) and all(v > 0 for v in out["speedups"].values())
+    assert out["rows"] == native_gemm.rows_from_speedups(out["speedups"])
+    for kind in ("native", "fbgemm"):
+        for m in native_gemm.TIMED_ROWS:
+            assert calls.count((kind, m)) == 2 * len(layers), (kind, m)
