@@ -28,6 +28,7 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 
+from ..models import native_kernels
 from ..models.attention import build_layout, grouped_attention, padded_length, tile_mask
 from ..models.config import ModelConfig
 from ..models.llama import DecoderLayer, RMSNorm
@@ -183,11 +184,18 @@ class MTPDraft(nn.Module):
     def fuse(self, h: torch.Tensor, next_tokens: torch.Tensor) -> torch.Tensor:
         """Block input from features h [.., H] and the embedding of the following token."""
         e = self.embed(next_tokens, h.dtype)
-        return self.proj(torch.cat([self.norm_h(h), self.norm_e(e)], dim=-1))
+        return self.proj(torch.cat([self._norm(self.norm_h, h), self._norm(self.norm_e, e)], dim=-1))
 
     def head_logits(self, o: torch.Tensor) -> torch.Tensor:
         """Reduced-vocabulary logits (float32) from block outputs."""
-        return self.vocab.logits(self.norm(o)).float()
+        return self.vocab.logits(self._norm(self.norm, o)).float()
+
+    def _norm(self, norm: RMSNorm, x: torch.Tensor) -> torch.Tensor:
+        """`norm(x)`; serving with adaspec's layer kernels (as its block does) runs it as one kernel call
+        instead of ~8 torch ops: three per draft step, in a round whose every op is paid for speculation."""
+        if self.native_kernels and x.dim() == 2 and x.dtype == torch.float32 and not torch.is_grad_enabled():
+            return native_kernels.add_rmsnorm(x, None, norm.weight, norm.eps)[1]
+        return norm(x)
 
     # ---- Drafter protocol -----------------------------------------------------------------------
     def allocate(self, num_slots: int, max_len: int) -> None:
@@ -223,25 +231,28 @@ class MTPDraft(nn.Module):
         x = self.fuse(batch.hidden.to(dtype), batch.next_tokens)
         cos, sin = self.rotary(layout.row_pos + 1, dtype)
         o = self.layer(x, cos, sin, self.cache_k, self.cache_v, layout)
-        tokens = torch.empty(B, K, dtype=torch.long, device=dev)
-        scores = torch.empty(B, K, dtype=torch.float32, device=dev)
         if K == 0:
-            return DraftOutput(tokens, scores)
-        last = torch.tensor([s - 1 for s in _cumsum(batch.entry_lens)], dtype=torch.long, device=dev)
-        h = o.index_select(0, last)  # [B, H]: step 1 predicts t_{n+1}
+            return DraftOutput(torch.empty(B, 0, dtype=torch.long, device=dev), torch.empty(B, 0, device=dev))
+        if B == 1:  # step 1 predicts t_{n+1} from the newest entry's output
+            h = o[-1:]
+        else:
+            last = torch.tensor([s - 1 for s in _cumsum(batch.entry_lens)], dtype=torch.long, device=dev)
+            h = o.index_select(0, last)  # [B, H]
         newest = [s + n for s, n in zip(batch.entry_starts, batch.entry_lens)]  # n_b
+        tokens, scores = [], []
         for j in range(K):
-            logp = torch.log_softmax(self.head_logits(h), dim=-1)
-            best_lp, best = logp.max(dim=-1)
+            logits = self.head_logits(h)
+            best_logit, best = logits.max(dim=-1)
             tok = self.vocab.d2t[best]
-            tokens[:, j], scores[:, j] = tok, best_lp.exp()
+            # the draft's probability of its own choice: exp(max - logsumexp), what log_softmax's max is
+            tokens.append(tok), scores.append((best_logit - torch.logsumexp(logits, dim=-1)).exp_())
             if j + 1 == K:
                 break
             # step j+2: index n_b + j, rotary position n_b + j + 1, fed with its own hidden state
             layout = build_layout(batch.slots, [n + j for n in newest], [1] * B, dev, native=self.native_kernels)
             cos, sin = self.rotary(layout.row_pos + 1, dtype)
             h = self.layer(self.fuse(h, tok), cos, sin, self.cache_k, self.cache_v, layout)
-        return DraftOutput(tokens, scores)
+        return DraftOutput(torch.stack(tokens, dim=1), torch.stack(scores, dim=1))
 
 
 def _cumsum(xs: list[int]) -> list[int]:

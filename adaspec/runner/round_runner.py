@@ -1,9 +1,14 @@
 """RoundRunner: one round on the device — draft, verify (ragged), sample, accept.
 
 The engine hands over the scheduled chunks and a `RoundPlan`; the runner returns a `RoundResult`
-of Python lists. Everything between the draft and the result stays on the device: the draft
-tokens are scattered into the target's input rows by index, acceptance is counted with tensor
-ops, and the round ends with one device-to-host transfer of the results (R-C4).
+of Python lists. On an accelerator everything between the draft and the result stays on the
+device: the draft tokens are scattered into the target's input rows by index, acceptance is
+counted with tensor ops (`sampling.verify.count_accepted`), and the round ends with one
+device-to-host transfer of the results (R-C4). On CPU there is no transfer to save, and those
+tensor ops were ~1.5% of a batch-1 MTP round (a dozen small ops, each paying torch's dispatch), so
+the runner reads the draft tokens as a list, writes them into the rows it builds, and counts
+acceptance over the lists with the same rule (`host_accept`; both paths are tested to give the
+same tokens).
 
 It also keeps each request's pending *refresh entries* (drafts/base.py): the target features of
 every committed position and the token after it, handed to the drafter at its next call.
@@ -52,6 +57,8 @@ class RoundRunner:
         # seconds accumulate in draft_seconds; serving leaves it None and times nothing
         self.draft_clock = None
         self.draft_seconds = 0.0
+        # acceptance on the host from lists (CPU: free) or on the device with one read-back (module docstring)
+        self.host_accept = self.device.type == "cpu"
 
     def release(self, request_id: str) -> None:
         self.pending.pop(request_id, None)
@@ -82,15 +89,19 @@ class RoundRunner:
             lens = self._admit(draft, plan, lens, decoding)
 
         # Target input rows: prefill chunks as scheduled; decoding request b reads [t_n, d_1..d_Lb].
+        d_host = draft.tokens.tolist() if self.host_accept and draft is not None and K else None
         rows, sample_rows, n_sampled, draft_dst, draft_src = [], [], [], [], []
         sample_pos = []  # absolute position each sampled row samples (seeded requests' noise, R-B5)
         offset, b = 0, 0
         for c in chunks:
             if c.is_decode:
                 L = lens[b]
-                rows.append(c.token_ids + [0] * L)  # draft tokens are scattered in below
-                draft_dst += range(offset + 1, offset + 1 + L)
-                draft_src += range(b * K, b * K + L)
+                if d_host is not None:
+                    rows.append(c.token_ids + d_host[b][:L])
+                else:
+                    rows.append(c.token_ids + [0] * L)  # draft tokens are scattered in below
+                    draft_dst += range(offset + 1, offset + 1 + L)
+                    draft_src += range(b * K, b * K + L)
                 sample_rows += range(offset, offset + 1 + L)
                 sample_pos += range(c.start + 1, c.start + 2 + L)
                 n_sampled.append(1 + L)
@@ -118,7 +129,7 @@ class RoundRunner:
 
         # Acceptance for decoding requests, on the device: y laid out as [B, K + 1].
         accepted = None
-        if decoding and K:
+        if decoding and K and d_host is None:
             grid_dst, y_src, off, b = [], [], 0, 0
             for c, n in zip(chunks, n_sampled):
                 if c.is_decode:
@@ -133,8 +144,11 @@ class RoundRunner:
 
         # The round's one device-to-host transfer.
         y_host = y.tolist()
-        acc_host = accepted.tolist() if accepted is not None else [0] * len(decoding)
-        d_host = draft.tokens.tolist() if draft is not None and K else [[] for _ in decoding]
+        if d_host is not None:
+            acc_host = _count_accepted_host(d_host, y_host, lens, [c.is_decode for c in chunks], n_sampled)
+        else:
+            acc_host = accepted.tolist() if accepted is not None else [0] * len(decoding)
+            d_host = draft.tokens.tolist() if draft is not None and K else [[] for _ in decoding]
         s_host = draft.scores.tolist() if draft is not None and K else [[] for _ in decoding]
 
         new_tokens, row, yi, b = [], 0, 0, 0
@@ -209,3 +223,19 @@ class RoundRunner:
             round_id=round_id,
         )
         return self.drafter.draft(batch)
+
+
+def _count_accepted_host(drafts: list[list[int]], y: list[int], lens: list[int], is_decode: list[bool],
+                         n_sampled: list[int]) -> list[int]:
+    """`sampling.verify.count_accepted` over host lists: per decoding request, the number of leading
+    draft tokens d_1..d_L equal to the target's samples y_0..y_{L-1} of its rows."""
+    out, yi, b = [], 0, 0
+    for dec, n in zip(is_decode, n_sampled):
+        if dec:
+            d, L, m = drafts[b], lens[b], 0
+            while m < L and d[m] == y[yi + m]:
+                m += 1
+            out.append(m)
+            b += 1
+        yi += n
+    return out

@@ -29,15 +29,20 @@ def plain(tiny_llama_dir, linear_backend):
     return params, outs
 
 
+@pytest.mark.parametrize("host_accept", [True, False], ids=["host-accept", "device-accept"])
 @pytest.mark.parametrize("k", [1, 2, 3, 5])
-def test_greedy_speculative_equals_plain(tiny_llama_dir, plain, linear_backend, k):
-    """R-B2: batches of up to 4 with slot reuse, mixed lengths, early stops: same tokens."""
+def test_greedy_speculative_equals_plain(tiny_llama_dir, plain, linear_backend, k, host_accept):
+    """R-B2: batches of up to 4 with slot reuse, mixed lengths, early stops: same tokens. Both ways of
+    laying in draft tokens and counting acceptance (round_runner.py: host lists on CPU, device
+    tensors with one read-back elsewhere) are run here on CPU."""
     params, ref = plain
     references = [o.prompt_token_ids + o.token_ids for o in ref]
     drafter = ReplayDrafter(references, max_steps=5)
     llm = LLM(str(tiny_llama_dir), drafter=drafter, speculative_algorithm="MTP", num_speculative_tokens=k,
               max_seqs_per_batch=4, max_num_batched_tokens=24, linear_backend=linear_backend)
     assert llm.engine.linear_backend == linear_backend
+    assert llm.engine.rounds.host_accept  # CPU
+    llm.engine.rounds.host_accept = host_accept
     outs = llm.generate(PROMPTS, params)
     for o, r in zip(outs, ref):
         assert o.token_ids == r.token_ids
@@ -70,3 +75,31 @@ def test_speculation_refuses_unsupported_features(tiny_llama_dir):
         llm.generate(["hi"], SamplingParams(logprobs=2))
     assert not llm.engine.has_unfinished()
     assert llm.generate(["hi"], SamplingParams(temperature=0, max_tokens=3))[0].finish_reason is not None
+
+
+def test_host_acceptance_count_equals_the_device_count():
+    """round_runner's host count (CPU) is sampling.verify.count_accepted's rule over lists, with prefill
+    chunks (one or no sampled row) between the decoding requests."""
+    import torch
+
+    from adaspec.runner.round_runner import _count_accepted_host
+    from adaspec.sampling.verify import count_accepted
+
+    g = torch.Generator().manual_seed(0)
+    for trial in range(200):
+        B, K = int(torch.randint(1, 5, (1,), generator=g)), int(torch.randint(1, 6, (1,), generator=g))
+        drafts = torch.randint(0, 3, (B, K), generator=g)
+        lens = torch.randint(0, K + 1, (B,), generator=g).tolist()
+        grid = torch.full((B, K + 1), -1, dtype=torch.long)
+        y, is_decode, n_sampled = [], [], []
+        for b in range(B):
+            if trial % 2:  # a prefill chunk before this request: one sampled row or none
+                n = int(torch.randint(0, 2, (1,), generator=g))
+                y += torch.randint(0, 3, (n,), generator=g).tolist()
+                is_decode.append(False), n_sampled.append(n)
+            rows = torch.randint(0, 3, (lens[b] + 1,), generator=g)
+            grid[b, :lens[b] + 1] = rows
+            y += rows.tolist()
+            is_decode.append(True), n_sampled.append(lens[b] + 1)
+        expected = count_accepted(drafts, grid, torch.tensor(lens)).tolist()
+        assert _count_accepted_host(drafts.tolist(), y, lens, is_decode, n_sampled) == expected
