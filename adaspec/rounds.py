@@ -26,6 +26,8 @@ class RoundPlan:
     # counted exploration; metrics `<ns>:adaptive_probe_rounds_total`)
     probe: bool = False
     exact: bool = False  # "fixed" verifies exactly verify_lens, proposals or not (calibration measures shapes)
+    # "sync": the weight of extra tokens in the admission's throughput (adaptive/closed_batch.py; 1 = all count)
+    token_value: float = 1.0
 
     @staticmethod
     def plain(num_decoding: int) -> "RoundPlan":

@@ -44,6 +44,12 @@ C_r the cumulative sum of v linearly interpolated at fractional counts. With B_r
 exact top-n sum of that round. Several lagged rounds (`budget_window`, default 1: the newest
 visible round, as DSpark's production scheduler) are averaged.
 
+Token value (adaspec's extension, issue 13): both modes can weigh the predicted *extra* tokens by a
+`token_value` v in [0, 1] (the B base tokens count fully): predicted throughput (B + v * sum P) /
+cost. v < 1 is what the engine passes for a closed batch (adaptive/closed_batch.py); v is one host
+number for the whole round, decided before it, so it changes how many rows are admitted, never which
+candidate ranks first, and the early stop stays non-anticipating.
+
 Cost coverage: `cost_ms(bcap, G)` returning None (not calibrated, R-F7), a G without a prepared
 bucket, or the controller's optional `covers(bcap, kv_len)` saying no (e.g. CostTable.covers with
 the batch's longest KV length) makes the round fall back to full width, and the decision says so.
@@ -108,7 +114,8 @@ class AdmissionDecision:
     reason: str  # "early stop", "all candidates admitted", "fallback: ..."
 
 
-def sync_admission(P, bcap: int, cost_ms: CostFn, pad_rows: PadRowsFn, max_lens=None) -> AdmissionDecision:
+def sync_admission(P, bcap: int, cost_ms: CostFn, pad_rows: PadRowsFn, max_lens=None,
+                   token_value: float = 1.0) -> AdmissionDecision:
     """DSpark Algorithm 1 with early stop (R-D3a). Uses the host (P may be a device tensor)."""
     Ph = _host_paths(P)
     B, w = Ph.shape
@@ -138,11 +145,11 @@ def sync_admission(P, bcap: int, cost_ms: CostFn, pad_rows: PadRowsFn, max_lens=
         c = cost_of(rows + 1)
         if c is None:
             return full_width(f"cost not covered at bcap={bcap}, rows={rows + 1}")
-        theta = (tau + Ph[b, j]) / c
+        theta = (tau + token_value * Ph[b, j]) / c
         if theta < best:
             reason = "early stop"
             break
-        best, tau, rows = theta, tau + Ph[b, j], rows + 1
+        best, tau, rows = theta, tau + token_value * Ph[b, j], rows + 1
         lens[b] = j + 1
     return AdmissionDecision(lens, pad_rows(bcap, rows), best, reason)
 
@@ -177,7 +184,7 @@ def budget_drafts(reason: str, G: int, B: int) -> bool:
     """Whether a budget decision (its reason and rows G, for B requests) is worth a draft: a fallback
     (full width) or an argmax above one row per request. "plain", or an argmax at G = B, admits no
     candidate: the plain floor skips that round's draft (adaptive/floor.py)."""
-    return reason.startswith("fallback") or (reason == "argmax" and G > B)
+    return reason.startswith("fallback") or (reason.startswith("argmax") and G > B)
 
 
 def full_width_rows(B: int, w: int, buckets: Sequence[int]) -> int:
@@ -197,6 +204,7 @@ def budget_from_lagged(
     width: int | None = None,
     max_candidates: int | None = None,
     plain_cost: float | None = None,
+    token_value: float = 1.0,
 ) -> BudgetDecision:
     """R-D4: G = argmax over every prepared bucket G >= B of predicted throughput from lagged path
     probabilities (no early stop). `width` is needed only when `lagged_P` is empty; the optional
@@ -224,7 +232,7 @@ def budget_from_lagged(
         c = cost_ms(bcap, G)
         if c is None:
             return BudgetDecision(full, {}, f"fallback: cost not covered at bcap={bcap}, G={G}; full width")
-        predicted[G] = (B + S[min(G - B, n_max)]) / c
+        predicted[G] = (B + token_value * S[min(G - B, n_max)]) / c
     G = max(predicted, key=lambda g: (predicted[g], -g))
     if plain_cost is not None and plain_cost > 0 and B / plain_cost >= predicted[G]:
         return BudgetDecision(B, {**predicted, 0: B / plain_cost}, "plain")

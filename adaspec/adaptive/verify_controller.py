@@ -10,6 +10,7 @@ decision says why.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter, deque
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -18,7 +19,7 @@ import numpy as np
 import torch
 
 from ..geometry import first_covering
-from .feedback import LaggedFeedback
+from .feedback import DEFAULT_PRIOR_RATE, LaggedFeedback
 from .scoring import path_probabilities
 from .verify_budget import (BudgetDecision, CostFn, PadRowsFn, allocate_in_budget, budget_drafts, budget_from_lagged,
                             full_width_rows, sync_admission, verify_caps)
@@ -59,6 +60,7 @@ class VerifyController:
         covers: Callable[[int, "int | None"], bool] | None = None,
         history: int = 1024,
         plain_ms: Callable[[int, "int | None"], "float | None"] | None = None,
+        prior_rate: float | None = DEFAULT_PRIOR_RATE,
     ):
         if mode not in ("sync", "async"):
             raise ValueError(f"mode must be 'sync' or 'async', got {mode!r}")
@@ -66,7 +68,13 @@ class VerifyController:
             raise ValueError(f"width must be >= 1, got {width}")
         if budget_window < 1:
             raise ValueError(f"budget_window must be >= 1, got {budget_window}")
+        if prior_rate is not None and not 0.0 <= prior_rate <= 1.0:
+            raise ValueError(f"prior_rate must be in [0, 1] (or None: full width until feedback), got {prior_rate}")
         self.width, self.mode = width, mode
+        # cold start (issue 13): before any lagged round is visible, budgets are chosen from the cost table
+        # under a prior, every request's path probabilities prior_rate^j (the draft step's prior), not at
+        # full width; None keeps R-D4's literal fallback to full width
+        self.prior_rate = prior_rate
         self.cost_ms, self.pad_requests, self.covers = cost_ms, pad_requests, covers
         self.plain_ms = plain_ms  # (bcap, kv_len) -> ms of a plain round, or None (adaptive/floor.py)
         self.target_buckets = {int(b): sorted(g) for b, g in target_buckets.items()}
@@ -87,8 +95,10 @@ class VerifyController:
             return f"fallback: bcap={bcap}, kv_len={kv_len} outside the calibrated coverage; full width"
         return None
 
-    def plan_budget(self, B: int, round_id: int | None = None, max_lens=None, kv_len: int | None = None) -> int:
-        """Padded target rows G for round `round_id`, decided before its draft runs (R-D4)."""
+    def plan_budget(self, B: int, round_id: int | None = None, max_lens=None, kv_len: int | None = None,
+                    token_value: float = 1.0) -> int:
+        """Padded target rows G for round `round_id`, decided before its draft runs (R-D4); `token_value`:
+        verify_budget's weight of the extra tokens (adaptive/closed_batch.py)."""
         if B < 1:
             raise ValueError(f"batch size must be >= 1, got {B}")
         self._take_feedback(round_id)
@@ -106,24 +116,27 @@ class VerifyController:
         if why is not None:
             d = BudgetDecision(full_width_rows(B, self.width, self.target_buckets[bcap]), {}, why)
         else:
-            d = self._budget(B, bcap, cap, kv_len) if self.lagged else budget_from_lagged(
-                [], B, bcap, self.cost_ms, self.target_buckets, width=self.width, max_candidates=cap)
+            d = self._budget(B, bcap, cap, kv_len, token_value) if self.lagged or self.prior_rate is not None \
+                else budget_from_lagged([], B, bcap, self.cost_ms, self.target_buckets, width=self.width,
+                                        max_candidates=cap)
         self.decisions.append(VerifyDecision(round_id, B, bcap, "async", d.G, d.reason,
-                                             d.predicted.get(0 if d.reason == "plain" else d.G)))
+                                             d.predicted.get(0 if d.reason.startswith("plain") else d.G)))
         if budget_drafts(d.reason, d.G, B):
             self.g_histogram[d.G] += 1  # rounds that skip the draft (the plain floor) choose no G
         return d.G
 
-    def predicts_gain(self, B: int, round_id: int | None = None, max_lens=None, kv_len: int | None = None) -> bool:
+    def predicts_gain(self, B: int, round_id: int | None = None, max_lens=None, kv_len: int | None = None,
+                      token_value: float = 1.0) -> bool:
         """Synchronous mode's draft gate (adaptive/floor.py): False when the lagged rounds predict that
         no budget above B rows pays, so the round should skip the draft; True otherwise (no feedback
         yet, no request bucket, outside the calibrated coverage: draft and admit as R-D3a says)."""
         self._take_feedback(round_id)
         bcap = self.pad_requests(B)
-        if not self.lagged or bcap is None or bcap not in self.target_buckets or self._uncovered(bcap, kv_len):
+        if (not self.lagged and self.prior_rate is None) or bcap is None or bcap not in self.target_buckets \
+                or self._uncovered(bcap, kv_len):
             return True
         cap = None if max_lens is None else int(verify_caps(max_lens, B, self.width).sum())
-        d = self._budget(B, bcap, cap, kv_len)
+        d = self._budget(B, bcap, cap, kv_len, token_value)
         return budget_drafts(d.reason, d.G, B)
 
     def _take_feedback(self, round_id: int | None) -> None:
@@ -132,14 +145,19 @@ class VerifyController:
             self.lagged.extend(new)
             self._memo.clear()  # the estimate changed
 
-    def _budget(self, B: int, bcap: int, cap: int | None, kv_len: int | None) -> BudgetDecision:
+    def _budget(self, B: int, bcap: int, cap: int | None, kv_len: int | None, token_value: float = 1.0) -> BudgetDecision:
         """budget_from_lagged, memoised until new feedback arrives (a pure function of its inputs; the
         plain cost depends on kv_len only through coverage, which the caller has checked)."""
-        key = (B, bcap, cap)
+        key = (B, bcap, cap, token_value)
         d = self._memo.get(key)
         if d is None:
-            d = budget_from_lagged(list(self.lagged), B, bcap, self.cost_ms, self.target_buckets,
-                                   width=self.width, max_candidates=cap, plain_cost=self._plain(bcap, kv_len))
+            cold = not self.lagged
+            lagged = list(self.lagged) if not cold else [np.tile(self.prior_rate ** np.arange(1, self.width + 1), (B, 1))]
+            d = budget_from_lagged(lagged, B, bcap, self.cost_ms, self.target_buckets,
+                                   width=self.width, max_candidates=cap, plain_cost=self._plain(bcap, kv_len),
+                                   token_value=token_value)
+            if cold:
+                d = dataclasses.replace(d, reason=f"{d.reason} (cold start: prior rate {self.prior_rate:g})")
             if len(self._memo) > 256:
                 self._memo.clear()
             self._memo[key] = d
@@ -152,7 +170,8 @@ class VerifyController:
         """Device-side: verify lengths [B] inside budget G (no host sync)."""
         return allocate_in_budget(P, G, max_lens)
 
-    def admit(self, P, round_id: int | None = None, max_lens=None, kv_len: int | None = None) -> list[int]:
+    def admit(self, P, round_id: int | None = None, max_lens=None, kv_len: int | None = None,
+              token_value: float = 1.0) -> list[int]:
         """Synchronous mode: Algorithm 1 with early stop on the current round's P (host)."""
         B = int(P.shape[0])
         bcap = self.pad_requests(B)
@@ -164,7 +183,7 @@ class VerifyController:
             if G is not None:
                 self.g_histogram[G] += 1
             return lens
-        d = sync_admission(P, bcap, self.cost_ms, self.pad_rows, max_lens)
+        d = sync_admission(P, bcap, self.cost_ms, self.pad_rows, max_lens, token_value)
         self.decisions.append(VerifyDecision(round_id, B, bcap, "sync", d.G, d.reason, d.predicted))
         if d.G is not None:
             self.g_histogram[d.G] += 1

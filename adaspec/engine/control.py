@@ -22,6 +22,7 @@ import statistics
 import sys
 import time
 
+from ..adaptive.closed_batch import closed_batch_value
 from ..adaptive.floor import PlainFloor, floor_applies
 from ..adaptive.step_controller import DraftStepController, StepPolicy
 from ..adaptive.verify_budget import budget_drafts
@@ -118,7 +119,12 @@ class AdaptiveControl:
             if log and self.floor is None:
                 self.log(f"[adaspec] plain floor: off for {self.algorithm} (its proposals appear as soon as the text "
                          "repeats, which lagged feedback cannot foresee; its draft is nearly free)")
-            elif log:
+            if log and self.table.metadata.plain_ms:
+                values = ", ".join(f"{b}: {self.token_value_closed(b):.2f}" for b in self.geometry.request_buckets)
+                self.log("[adaspec] closed batch: while no request waits for a slot, an extra token is worth what it "
+                         "saves, c(B) - c(B-1) of a plain round, against c(B) / B for a decoded one (adaptive/"
+                         f"closed_batch.py); its weight at B = {values}")
+            if log and self.floor is not None:
                 self.log(self.floor.describe())
                 if not self.table.metadata.plain_ms:
                     self.log("[adaspec] plain floor: this cost table has no plain-round costs (written before "
@@ -246,8 +252,9 @@ class AdaptiveControl:
         if self.step is not None:
             k = self.step.plan(B, round_id=round_id, kv_len=kv_len)
             return RoundPlan(k, tuple(min(k, c) for c in caps), round_id=round_id, probe=self.step.last_probe)
+        value = self.token_value(B)
         if self.verify.mode == "async":
-            G = self.verify.plan_budget(B, round_id=round_id, max_lens=list(caps), kv_len=kv_len)
+            G = self.verify.plan_budget(B, round_id=round_id, max_lens=list(caps), kv_len=kv_len, token_value=value)
             gain = budget_drafts(self.verify.decisions[-1].reason, G, B)
             verdict = self.floor.decide(gain) if self.floor is not None else "draft"
             if verdict == "skip":  # the lagged budget admits no candidate, or not drafting wins (floor.py)
@@ -256,11 +263,22 @@ class AdaptiveControl:
                 G = self.geometry.pad_rows(self.geometry.pad_requests(B), B)
                 self.verify.g_histogram[G] += 1
             return RoundPlan(self.width, caps, "budget", G, round_id, probe=verdict == "probe")
-        verdict = (self.floor.decide(self.verify.predicts_gain(B, round_id=round_id, max_lens=list(caps), kv_len=kv_len))
+        verdict = (self.floor.decide(self.verify.predicts_gain(B, round_id=round_id, max_lens=list(caps), kv_len=kv_len,
+                                                               token_value=value))
                    if self.floor is not None else "draft")
         if verdict == "skip":
             return RoundPlan(0, (0,) * B, round_id=round_id)
-        return RoundPlan(self.width, caps, "sync", round_id=round_id, probe=verdict == "probe")
+        return RoundPlan(self.width, caps, "sync", round_id=round_id, probe=verdict == "probe", token_value=value)
+
+    def token_value(self, B: int) -> float:
+        """Adaptive verify's weight of extra tokens for this round (adaptive/closed_batch.py): below 1 only
+        while no request waits for a slot."""
+        return 1.0 if self.engine.scheduler.waiting else self.token_value_closed(B)
+
+    def token_value_closed(self, B: int) -> float:
+        if self.table is None or not self.table.metadata.plain_ms:
+            return 1.0
+        return closed_batch_value(B, 0, self.geometry.request_buckets, self.table.plain_cost_ms)
 
     def observe(self, result, round_id: int) -> None:
         """A completed round's result, as the normal result path delivered it (R-C4)."""

@@ -186,7 +186,8 @@ class RoundRunner:
         if plan.admission == "budget":
             return self.verify_controller.allocate(P, plan.row_budget, caps_t).tolist()
         kv_len = max(c.start for c in decoding)
-        return list(self.verify_controller.admit(P, round_id=plan.round_id, max_lens=caps, kv_len=kv_len))
+        return list(self.verify_controller.admit(P, round_id=plan.round_id, max_lens=caps, kv_len=kv_len,
+                                                 token_value=plan.token_value))
 
     # ------------------------------------------------------------------------------------
     def _features(self, out, start: int, n: int) -> torch.Tensor:

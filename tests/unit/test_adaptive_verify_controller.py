@@ -167,8 +167,9 @@ def test_verify_controller_uses_only_lagged_rounds():
     """R-D4: round n's budget comes from rounds <= n - 2; round n - 1 is invisible."""
     cost = cost_table({2: 10.0, 4: 12.0, 6: 30.0, 8: 14.0})
     ctrl = VerifyController(3, cost, pad_requests, BUCKETS, mode="async", lag=2)
-    assert ctrl.plan_budget(2, round_id=0) == 8  # nothing visible: full width
-    assert ctrl.decisions[-1].reason.startswith("fallback: no lagged feedback")
+    # nothing visible: the prior (paths 0.5, 0.25, 0.125): G=2 0.2, G=4 3/12, G=6 3.5/30, G=8 3.75/14
+    assert ctrl.plan_budget(2, round_id=0) == 8
+    assert ctrl.decisions[-1].reason == "argmax (cold start: prior rate 0.5)"
     ctrl.observe([[0.9, 0.8 / 0.9, 0.3 / 0.8], [0.6, 1 / 3, 0.5]], round_id=0)  # paths = P2
     ctrl.observe([[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]], round_id=1)  # nothing worth verifying
     assert ctrl.plan_budget(2, round_id=1) == 8  # round 0 is not yet visible either
@@ -200,3 +201,23 @@ def test_verify_controller_kv_coverage_hook_falls_back_to_full_width():
     ctrl.observe(np.full((2, 3), 0.01), round_id=0)
     assert ctrl.plan_budget(2, round_id=1, kv_len=100) == 2
     assert ctrl.plan_budget(2, round_id=2, kv_len=5000) == 8
+
+
+def test_the_cold_start_budgets_under_the_prior_not_at_full_width():
+    """Issue 13: before any lagged round is visible the budget comes from the cost table under the
+    stated prior; where the prior says no row pays, the round is planned plain (the floor skips its
+    draft) instead of verifying full width. prior_rate=None keeps R-D4's literal full-width start."""
+    steep = cost_table({2: 10.0, 4: 16.0, 6: 22.0, 8: 28.0})  # every extra row costs 3 ms
+    ctrl = VerifyController(3, steep, pad_requests, BUCKETS, mode="async", lag=2, plain_ms=lambda b, kv: 9.0)
+    assert ctrl.plan_budget(2, round_id=0) == 2
+    assert ctrl.decisions[-1].reason == "plain (cold start: prior rate 0.5)"
+    assert not ctrl.predicts_gain(2, round_id=0)  # the synchronous gate agrees: skip the draft
+    sure = VerifyController(3, steep, pad_requests, BUCKETS, mode="async", lag=2, plain_ms=lambda b, kv: 9.0,
+                            prior_rate=1.0)
+    assert sure.plan_budget(2, round_id=0) == 8  # (2 + 6) / 28 beats 2 / 9
+    literal = VerifyController(3, steep, pad_requests, BUCKETS, mode="async", lag=2, prior_rate=None)
+    assert literal.plan_budget(2, round_id=0) == 8
+    assert literal.decisions[-1].reason.startswith("fallback: no lagged feedback")
+    assert literal.predicts_gain(2, round_id=0)
+    with pytest.raises(ValueError, match="prior_rate"):
+        VerifyController(3, steep, pad_requests, BUCKETS, prior_rate=1.5)

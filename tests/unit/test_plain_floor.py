@@ -38,22 +38,27 @@ def test_floor_skips_until_the_probe_interval_then_probes_with_backoff():
         PlainFloor(probe_interval=10, max_probe_interval=5)
 
 
-def _controller(extra_row_cost: float, mode: str = "sync") -> VerifyController:
+def _controller(extra_row_cost: float, mode: str = "sync", **kw) -> VerifyController:
     # bcap 1, target buckets G = 1, 2, 6: G = 1 costs 1 ms, every bucket above it `extra_row_cost`
     cost = lambda bcap, G: 1.0 if G == bcap else extra_row_cost  # noqa: E731
-    return VerifyController(5, cost, lambda B: 1 if B == 1 else None, {1: [1, 2, 6]}, mode=mode, lag=1)
+    return VerifyController(5, cost, lambda B: 1 if B == 1 else None, {1: [1, 2, 6]}, mode=mode, lag=1, **kw)
 
 
 def test_sync_gate_predicts_from_lagged_rounds_only():
     ctrl = _controller(extra_row_cost=10.0)
-    assert ctrl.predicts_gain(1, round_id=0)  # no feedback yet: draft, admit as R-D3a says
-    ctrl.observe(np.full((1, 5), 0.9), round_id=0)
-    assert ctrl.predicts_gain(1, round_id=0)  # round 0 is not visible while planning round 0
-    assert not ctrl.predicts_gain(1, round_id=1)  # (1 + 0.9) / 10 < 1 / 1: no budget above B pays
+    assert not ctrl.predicts_gain(1, round_id=0)  # no feedback yet: the prior (0.5 per position) says no row pays
+    assert _controller(extra_row_cost=10.0, prior_rate=None).predicts_gain(1, round_id=0)  # no prior: R-D3a drafts
     cheap = _controller(extra_row_cost=1.2)
-    cheap.observe(np.full((1, 5), 0.9), round_id=0)
-    assert cheap.predicts_gain(1, round_id=1)  # (1 + 0.9) / 1.2 > 1
-    assert cheap.predicts_gain(3, round_id=1)  # no request bucket for 3: draft (full-width fallback)
+    assert cheap.predicts_gain(1, round_id=0)  # the prior: (1 + 0.5) / 1.2 > 1
+    cheap.observe(np.full((1, 5), 0.1), round_id=0)
+    assert cheap.predicts_gain(1, round_id=0)  # round 0 is not visible while planning round 0: still the prior
+    assert not cheap.predicts_gain(1, round_id=1)  # (1 + 0.1) / 1.2 < 1
+    ctrl.observe(np.full((1, 5), 0.9), round_id=0)
+    assert not ctrl.predicts_gain(1, round_id=1)  # (1 + 0.9) / 10 < 1 / 1: no budget above B pays
+    sure = _controller(extra_row_cost=1.2)
+    sure.observe(np.full((1, 5), 0.9), round_id=0)
+    assert sure.predicts_gain(1, round_id=1)  # (1 + 0.9) / 1.2 > 1
+    assert sure.predicts_gain(3, round_id=1)  # no request bucket for 3: draft (full-width fallback)
 
 
 class CountingDrafter:
