@@ -127,9 +127,10 @@ class VerifyController:
 
     def predicts_gain(self, B: int, round_id: int | None = None, max_lens=None, kv_len: int | None = None,
                       token_value: float = 1.0) -> bool:
-        """Synchronous mode's draft gate (adaptive/floor.py): False when the lagged rounds predict that
-        no budget above B rows pays, so the round should skip the draft; True otherwise (no feedback
-        yet, no request bucket, outside the calibrated coverage: draft and admit as R-D3a says)."""
+        """Synchronous mode's draft gate (adaptive/floor.py): False when the lagged rounds (before any
+        are visible: the prior) predict that no budget above B rows pays, so the round should skip the
+        draft; True otherwise (no request bucket, outside the calibrated coverage, no feedback with
+        prior_rate None: draft and admit as R-D3a says)."""
         self._take_feedback(round_id)
         bcap = self.pad_requests(B)
         if (not self.lagged and self.prior_rate is None) or bcap is None or bcap not in self.target_buckets \

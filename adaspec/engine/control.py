@@ -236,7 +236,7 @@ class AdaptiveControl:
             return plan
         if k > plan.num_steps:  # another shard drafts: so does this one
             if self.verify.mode != "async":
-                return RoundPlan(self.width, caps, "sync", round_id=round_id)
+                return RoundPlan(self.width, caps, "sync", round_id=round_id, token_value=self.token_value(B))
             plan = RoundPlan(self.width, caps, "budget", B, round_id)
         if plan.admission == "budget":
             own = min(max(G, plan.row_budget), B * (1 + self.width))

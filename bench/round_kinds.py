@@ -1,0 +1,127 @@
+"""Plain against one adaptive configuration in one process, with the CPU time of every round by kind.
+
+Fresh processes differ from each other by a few percent on these VMs (BENCHMARKS.md), more than the
+gaps an adaptive engine has to close against plain. This bench removes that noise: both engines
+share one target model (bench/common.share_target_weights), run the same prompts in alternating
+order, and every round is timed and labelled by what it did:
+
+- `plain`: a decode round that did not draft (plain engine; k = 0 or a skipped verify draft);
+- `k<K>`: a draft-step round with K draft steps; `K<w>:G<G>`: a verify round that drafted w and ran
+  G target rows (G = B: drafted, verified nothing: a probe);
+- `prefill`: a round with a prompt chunk in it.
+
+The engines are built as bench/adaptive.py builds them (its configuration names, its quick
+calibration unless --calibration_json).
+
+    OMP_NUM_THREADS=1 taskset -c 0 python bench/round_kinds.py --config=dspark7_async --batch_size=4
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import adaptive, common  # noqa: E402
+from bench.common import log, markdown_table  # noqa: E402
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description="plain vs one adaptive configuration in one process, per-round CPU time "
+                                            "by kind", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--config", default="dspark7_async",
+                   help="a bench/adaptive.py configuration name (e.g. mtp_step, dspark7_sync, dspark7_async, mtp_k1)")
+    p.add_argument("--batch_size", type=int, default=1, help="requests decoding together")
+    p.add_argument("--source", default="mixed", help="held-out prompt stream: code, chat, prose or mixed")
+    p.add_argument("--num_prompts", type=int, default=4, help="prompts per run")
+    p.add_argument("--max_tokens", type=int, default=256, help="output tokens per prompt (EOS ignored)")
+    p.add_argument("--repeats", type=int, default=3, help="runs of each engine, in alternating order")
+    p.add_argument("--calibration_json", default=None,
+                   help="calibration fields for the adaptive engine (bench/adaptive.py's option); default its quick "
+                        "calibration")
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.batch_size < 1 or args.num_prompts < 1 or args.repeats < 1 or args.max_tokens < 1:
+        raise SystemExit("--batch_size, --num_prompts, --repeats and --max_tokens must be >= 1")
+    common.setup_threads(1)
+    common.share_target_weights()
+    print(f"# round kinds: {common.machine()}; plain vs {args.config}, B={args.batch_size}", flush=True)
+    buckets = ",".join(str(b) for b in sorted({1, args.batch_size}))  # a bucket below B: closed-batch costs
+    bench_argv = [f"--configs=plain,{args.config}", f"--batch_sizes={buckets}", "--dtypes=float32",
+                  f"--sources={args.source}", f"--num_prompts={args.num_prompts}", f"--max_tokens={args.max_tokens}",
+                  "--ignore_eos"] + ([f"--calibration_json={args.calibration_json}"] if args.calibration_json else [])
+    bargs = adaptive.parse_args(bench_argv)
+    workdir = Path(tempfile.mkdtemp(prefix="adaspec_round_kinds_"))
+    files = adaptive.write_calibration_files(bargs, workdir)
+    engines, _ = adaptive.build_engines(bargs, "float32", files, workdir)
+    names = ["plain", adaptive.config_kind(args.config)["engine"]]
+    engines = {n: engines[n] for n in names}
+    prompts = common.prompt_sets(engines["plain"].tokenizer, [args.source], args.num_prompts, bargs.prompt_tokens,
+                                 bargs.chat_template)[args.source]
+    kinds: dict = collections.defaultdict(list)
+    for name, llm in engines.items():
+        rounds, run = llm.engine.rounds, llm.engine.rounds.run
+
+        def timed(chunks, plan, run=run, name=name):
+            c = time.process_time()
+            out = run(chunks, plan)
+            decoding = sum(1 for ch in chunks if ch.is_decode)
+            if decoding < len(chunks):
+                kind = "prefill"
+            elif plan.num_steps == 0:
+                kind = "plain"
+            elif plan.admission == "fixed" and llm.engine.control is not None and llm.engine.control.step is not None:
+                kind = f"k{plan.num_steps}"
+            else:
+                kind = f"K{plan.num_steps}:G{decoding + sum(out.verify_lens)}"
+            kinds[name, kind].append(time.process_time() - c)
+            return out
+
+        rounds.run = timed
+
+    from adaspec.sampling_params import SamplingParams
+
+    params = SamplingParams(temperature=0, max_tokens=args.max_tokens, ignore_eos=True)
+
+    def serve(llm):
+        e = llm.engine
+        c = time.process_time()
+        ids = [e.add_request(list(p.ids), params) for p in prompts]
+        done = {}
+        while e.has_unfinished():
+            for o in e.step():
+                if o.finished:
+                    done[o.request_id] = list(o.token_ids)
+        outs = [done[i] for i in ids]
+        return time.process_time() - c, outs
+
+    times: dict = {n: [] for n in names}
+    outputs: dict = {}
+    for rep in range(args.repeats):
+        for n in (names if rep % 2 == 0 else names[::-1]):
+            t, outputs[n] = serve(engines[n])
+            times[n].append(t)
+            log(f"  rep {rep + 1} {n}: {t:.2f} s CPU")
+    med = {n: common.median(v) for n, v in times.items()}
+    print(f"\n{args.config} x plain (median CPU s): {med['plain'] / med[names[1]]:.3f}; per repeat "
+          + " ".join(f"{p / a:.3f}" for p, a in zip(times["plain"], times[names[1]]))
+          + f"; outputs equal plain: {outputs[names[1]] == outputs['plain']}\n")
+    body = []
+    for (n, kind), v in sorted(kinds.items()):
+        body.append([n, kind, len(v), f"{1000 * common.median(v):.2f}", f"{1000 * sum(v) / len(v):.2f}",
+                     f"{sum(v):.2f}"])
+    print(markdown_table(["engine", "round kind", "rounds", "median ms", "mean ms", "total s"], body, "llrrrr"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
