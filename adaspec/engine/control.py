@@ -276,9 +276,16 @@ class AdaptiveControl:
         return 1.0 if self.engine.scheduler.waiting else self.token_value_closed(B)
 
     def token_value_closed(self, B: int) -> float:
+        """closed_batch_value for B requests, from the installed table (fixed once serving: memoised)."""
         if self.table is None or not self.table.metadata.plain_ms:
             return 1.0
-        return closed_batch_value(B, 0, self.geometry.request_buckets, self.table.plain_cost_ms)
+        table, memo = self.__dict__.get("_closed_values", (None, None))
+        if table is not self.table:
+            memo = {}
+            self._closed_values = (self.table, memo)
+        if B not in memo:
+            memo[B] = closed_batch_value(B, 0, self.geometry.request_buckets, self.table.plain_cost_ms)
+        return memo[B]
 
     def observe(self, result, round_id: int) -> None:
         """A completed round's result, as the normal result path delivered it (R-C4)."""
