@@ -1,4 +1,5 @@
-"""Plain against one adaptive configuration in one process, with the CPU time of every round by kind.
+"""Plain (or a fixed setting) against one adaptive configuration in one process, with the CPU time of
+every round by kind.
 
 Fresh processes differ from each other by a few percent on these VMs (BENCHMARKS.md), more than the
 gaps an adaptive engine has to close against plain. This bench removes that noise: both engines
@@ -37,6 +38,8 @@ def parse_args(argv=None):
                                             "by kind", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--config", default="dspark7_async",
                    help="a bench/adaptive.py configuration name (e.g. mtp_step, dspark7_sync, dspark7_async, mtp_k1)")
+    p.add_argument("--baseline", default="plain",
+                   help="the configuration to compare with (plain, or a fixed one such as mtp_k1)")
     p.add_argument("--batch_size", type=int, default=1, help="requests decoding together")
     p.add_argument("--source", default="mixed", help="held-out prompt stream: code, chat, prose or mixed")
     p.add_argument("--num_prompts", type=int, default=4, help="prompts per run")
@@ -54,18 +57,21 @@ def main(argv=None) -> int:
         raise SystemExit("--batch_size, --num_prompts, --repeats and --max_tokens must be >= 1")
     common.setup_threads(1)
     common.share_target_weights()
-    print(f"# round kinds: {common.machine()}; plain vs {args.config}, B={args.batch_size}", flush=True)
-    buckets = ",".join(str(b) for b in sorted({1, args.batch_size}))  # a bucket below B: closed-batch costs
-    bench_argv = [f"--configs=plain,{args.config}", f"--batch_sizes={buckets}", "--dtypes=float32",
+    print(f"# round kinds: {common.machine()}; {args.baseline} vs {args.config}, B={args.batch_size}", flush=True)
+    # buckets below B (closed-batch costs) on bench/adaptive.py's ladder, which keeps the sparse grid connected
+    buckets = ",".join(str(b) for b in sorted({1, args.batch_size} | {b for b in (4, 8, 16) if b < args.batch_size}))
+    bench_argv = [f"--configs={args.baseline},{args.config}", f"--batch_sizes={buckets}", "--dtypes=float32",
                   f"--sources={args.source}", f"--num_prompts={args.num_prompts}", f"--max_tokens={args.max_tokens}",
                   "--ignore_eos"] + ([f"--calibration_json={args.calibration_json}"] if args.calibration_json else [])
     bargs = adaptive.parse_args(bench_argv)
     workdir = Path(tempfile.mkdtemp(prefix="adaspec_round_kinds_"))
     files = adaptive.write_calibration_files(bargs, workdir)
     engines, _ = adaptive.build_engines(bargs, "float32", files, workdir)
-    names = ["plain", adaptive.config_kind(args.config)["engine"]]
+    names = [adaptive.config_kind(c)["engine"] for c in (args.baseline, args.config)]
+    if names[0] == names[1]:
+        raise SystemExit(f"--config={args.config} and --baseline={args.baseline} are the same engine")
     engines = {n: engines[n] for n in names}
-    prompts = common.prompt_sets(engines["plain"].tokenizer, [args.source], args.num_prompts, bargs.prompt_tokens,
+    prompts = common.prompt_sets(engines[names[0]].tokenizer, [args.source], args.num_prompts, bargs.prompt_tokens,
                                  bargs.chat_template)[args.source]
     kinds: dict = collections.defaultdict(list)
     for name, llm in engines.items():
@@ -112,9 +118,10 @@ def main(argv=None) -> int:
             times[n].append(t)
             log(f"  rep {rep + 1} {n}: {t:.2f} s CPU")
     med = {n: common.median(v) for n, v in times.items()}
-    print(f"\n{args.config} x plain (median CPU s): {med['plain'] / med[names[1]]:.3f}; per repeat "
-          + " ".join(f"{p / a:.3f}" for p, a in zip(times["plain"], times[names[1]]))
-          + f"; outputs equal plain: {outputs[names[1]] == outputs['plain']}\n")
+    base, cand = names
+    print(f"\n{args.config} x {args.baseline} (median CPU s): {med[base] / med[cand]:.3f}; per repeat "
+          + " ".join(f"{p / a:.3f}" for p, a in zip(times[base], times[cand]))
+          + f"; outputs equal: {outputs[cand] == outputs[base]}\n")
     body = []
     for (n, kind), v in sorted(kinds.items()):
         body.append([n, kind, len(v), f"{1000 * common.median(v):.2f}", f"{1000 * sum(v) / len(v):.2f}",
