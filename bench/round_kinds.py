@@ -34,8 +34,8 @@ from bench.common import log, markdown_table  # noqa: E402
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description="plain vs one adaptive configuration in one process, per-round CPU time "
-                                            "by kind", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = argparse.ArgumentParser(description="plain (or a fixed setting) vs one adaptive configuration in one process, "
+                                            "per-round CPU time by kind", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--config", default="dspark7_async",
                    help="a bench/adaptive.py configuration name (e.g. mtp_step, dspark7_sync, dspark7_async, mtp_k1)")
     p.add_argument("--baseline", default="plain",
@@ -77,7 +77,7 @@ def main(argv=None) -> int:
     for name, llm in engines.items():
         rounds, run = llm.engine.rounds, llm.engine.rounds.run
 
-        def timed(chunks, plan, run=run, name=name):
+        def timed(chunks, plan, run=run, name=name, llm=llm):  # bound now: the loop variables move on
             c = time.process_time()
             out = run(chunks, plan)
             decoding = sum(1 for ch in chunks if ch.is_decode)

@@ -100,6 +100,7 @@ class AdaptiveControl:
         """(Re)build the controllers from the installed table: same table, policy, geometry and lag, no
         feedback. Public so that benchmarks and tests start every run from the same cold state; the
         engine's round runner is pointed at the new verify controller."""
+        self._closed_values: dict[int, float] = {}  # token_value_closed per batch size, for this table
         cfg = self.engine.config
         if self.mode == "adaptive_draft_step":
             policy = self.table.metadata.calibration.get("policy") or {}
@@ -276,16 +277,12 @@ class AdaptiveControl:
         return 1.0 if self.engine.scheduler.waiting else self.token_value_closed(B)
 
     def token_value_closed(self, B: int) -> float:
-        """closed_batch_value for B requests, from the installed table (fixed once serving: memoised)."""
+        """closed_batch_value for B requests, from the installed table (memoised until reset())."""
         if self.table is None or not self.table.metadata.plain_ms:
             return 1.0
-        table, memo = self.__dict__.get("_closed_values", (None, None))
-        if table is not self.table:
-            memo = {}
-            self._closed_values = (self.table, memo)
-        if B not in memo:
-            memo[B] = closed_batch_value(B, 0, self.geometry.request_buckets, self.table.plain_cost_ms)
-        return memo[B]
+        if B not in self._closed_values:
+            self._closed_values[B] = closed_batch_value(B, 0, self.geometry.request_buckets, self.table.plain_cost_ms)
+        return self._closed_values[B]
 
     def observe(self, result, round_id: int) -> None:
         """A completed round's result, as the normal result path delivered it (R-C4)."""
