@@ -31,6 +31,8 @@ class NoisePolicy:
     extra_fraction: float = 0.25  # re-measurement rounds allowed, as a share of the planned rounds
     trust_heldout: float = 0.10  # held-out median error above this: the table is too noisy to trust
     trust_unresolved: float = 0.10  # share of points left above tolerance beyond which it is, too
+    drift_tolerance: float = 0.03  # a request bucket's reference point that moved more than this is corrected
+    check_drift: bool = True  # re-measure each bucket's first point after its last (drift_factors)
 
     def extra_rounds(self, planned_rounds: int, one_set: int) -> int:
         """Re-measurement rounds allowed for a table: the stated share of the planned rounds, and at
@@ -59,6 +61,53 @@ class PointStats:
     @property
     def cost_s(self) -> float:
         return median(self.windows[i] for i in self.chosen)
+
+
+@dataclass(frozen=True)
+class Drift:
+    """A request bucket's first point measured again after the bucket's last point (see drift_factors)."""
+
+    bcap: int
+    x: int  # the reference point: the bucket's first
+    before_s: float  # its cost per round when first measured
+    after_s: float  # and when measured again
+    seconds: float  # time between the two measurements
+    threshold: float  # the relative change that counts as drift (tolerance, or the windows' own spread)
+
+    @property
+    def rel(self) -> float:
+        return self.after_s / self.before_s - 1.0
+
+    @property
+    def corrected(self) -> bool:
+        return abs(self.rel) > self.threshold
+
+
+def drift_factors(times: Sequence[float], t0: float, t1: float, rel: float) -> list[float]:
+    """The machine's cost factor at each time in `times`, relative to t0: 1 at t0, 1 + rel at t1,
+    linear in between and constant outside [t0, t1]. A point measured at time t is divided by its
+    factor, which puts the whole bucket at the speed the machine had when it started the bucket.
+
+    Why: the consistent-windows rule only sees noise *within* a point. A machine whose speed drifts
+    between points (another job starting, a neighbour on the host) shifts whole points against each
+    other, which no per-point spread shows: on one idle start-up G = 8 measured cheaper than G = 4
+    with every point's windows within 1% (BENCHMARKS.md, issue 13), and the additive fit's held-out
+    error reached 19.8%."""
+    if t1 <= t0:
+        return [1.0 for _ in times]
+    return [1.0 + rel * min(1.0, max(0.0, (t - t0) / (t1 - t0))) for t in times]
+
+
+def drift_lines(drifts: Sequence[Drift], x_name: str = "G") -> list[str]:
+    """The log's lines for buckets whose reference point moved beyond its threshold."""
+    lines = []
+    for d in drifts:
+        if d.corrected:
+            name = "plain" if x_name == "G" and d.x == 0 else f"{x_name} {d.x}"
+            lines.append(f"[adaspec] calibration drift: Bcap {d.bcap}: {name} measured {1000 * d.before_s:.1f} ms, "
+                         f"then {1000 * d.after_s:.1f} ms ({100 * d.rel:+.1f}%) after the bucket's other points "
+                         f"({d.seconds:.0f} s later); the bucket's costs were corrected linearly in time to its start")
+    return lines
 
 
 def spread_of(costs: Sequence[float]) -> float:
@@ -100,7 +149,7 @@ def spread_lines(stats: Sequence[PointStats], x_name: str = "G") -> list[str]:
 
 
 def noise_summary(stats: Sequence[PointStats], policy: NoisePolicy, clock: str, extra_used: int,
-                  extra_allowed: int) -> str:
+                  extra_allowed: int, drifts: Sequence[Drift] = ()) -> str:
     again = [s for s in stats if s.remeasures]
     unresolved = [s for s in stats if not s.resolved]
     steals = [s.steal for s in stats if s.steal is not None]
@@ -110,11 +159,15 @@ def noise_summary(stats: Sequence[PointStats], policy: NoisePolicy, clock: str, 
             f"{extra_allowed} extra rounds allowed); {len(unresolved)} unresolved; largest spread {100 * worst:.1f}%")
     if steals:
         text += f"; other processes took {100 * median(steals):.0f}% of the wall time (median over points)"
+    if drifts:
+        worst_drift = max(drifts, key=lambda d: abs(d.rel))
+        text += (f"; drift (each bucket's first point again after its last): {sum(d.corrected for d in drifts)} of "
+                 f"{len(drifts)} buckets corrected, largest {100 * worst_drift.rel:+.1f}% at Bcap {worst_drift.bcap}")
     return text
 
 
 def trust_warning(stats: Sequence[PointStats], heldout_median: float | None, policy: NoisePolicy,
-                  model: str = "additive") -> str | None:
+                  model: str = "additive", drifts: Sequence[Drift] = ()) -> str | None:
     """One warning line when the table is too noisy to trust, else None. It says why: timing noise
     (points left unresolved) or a model that does not fit consistent measurements."""
     unresolved = sum(not s.resolved for s in stats)
@@ -130,6 +183,11 @@ def trust_warning(stats: Sequence[PointStats], heldout_median: float | None, pol
                        "after re-measuring")
         why = ("the machine was busy while calibrating; recalibrate on a quieter machine (pin the engine to a "
                "free core with taskset) or load a table saved there with --adaptive_target_verify_cost_table")
+    elif any(d.corrected for d in drifts):
+        moved = ", ".join(f"Bcap {d.bcap} {100 * d.rel:+.0f}%" for d in drifts if d.corrected)
+        why = (f"every point's windows agree, but the machine's speed drifted between points ({moved}; corrected "
+               "linearly in time, which a step change defeats); recalibrate on a quieter machine or load a table "
+               "saved there with --adaptive_target_verify_cost_table")
     else:
         why = (f"every point's windows agree, so this is the {model} model not fitting these costs rather than "
                "noise; the controllers still use it: calibrate a denser grid (--graph_decode_batch_sizes) "

@@ -29,7 +29,10 @@ request, re-prefilled whenever a point would leave the KV range (same semantics,
 Noise (`calibration.robust`): windows are timed with the process CPU clock on a one-thread CPU
 engine (wall time elsewhere) and their wall time is kept too, so the share of time other processes
 took is known; a point whose windows disagree beyond the stated tolerance is measured again,
-within a bounded budget, and the cell cost is the median of its most consistent windows.
+within a bounded budget, and the cell cost is the median of its most consistent windows. Drift
+between points, which no point's own windows show, is checked per request bucket: its first point
+is measured again after its last, and a move beyond the threshold is corrected linearly in time
+(engine/calibration_drift.py, robust.drift_factors).
 """
 
 from __future__ import annotations
@@ -40,9 +43,10 @@ from typing import Callable, Iterable
 
 import torch
 
-from ..calibration.robust import NoisePolicy, PointStats, consistent_windows
+from ..calibration.robust import Drift, NoisePolicy, PointStats, consistent_windows
 from ..rounds import RoundPlan
 from ..sampling_params import SamplingParams
+from .calibration_drift import correct_drift
 from .fork import can_fork, fork_request, restore_request, snapshot_request
 
 
@@ -198,6 +202,7 @@ class Measurement:
     extra_rounds: int = 0  # rounds spent measuring noisy points again
     extra_allowed: int = 0
     synthetic_requests: dict = field(default_factory=dict)  # bcap -> synthetic requests this engine built
+    drifts: list[Drift] = field(default_factory=list)  # per checked bucket: its reference point before and after
 
 
 def measure(
@@ -248,7 +253,12 @@ def measure(
                 load.resize(n_req)
             else:
                 load = SyntheticLoad(engine, n_req, prefill, g, width)
+            check = shared and noise.check_drift and len(xs) >= 2
+            if check and progress is not None:  # the reference's second measurement (below)
+                progress.add_rounds(bcap, xs[0], 1 + window_steps * windows_per_point)
+            marks = []  # per point: (time mid-measurement, first index in out.points, in out.stats)
             for x in xs:
+                marks.append([time.perf_counter(), len(out.points), len(out.stats)])
                 plan = make_plan(bcap, x)
                 need = (warmup_steps + window_steps * windows_per_point) * rows_per_round(bcap, x)
                 if shared:
@@ -307,9 +317,14 @@ def measure(
                 out.stats.append(PointStats(bcap, x, spread, sets - 1, tuple(w[0] for w in windows),
                                             tuple(chosen), steal=steal, resolved=spread <= noise.tolerance))
                 out.points += [Point(bcap, x, windows[i][0], windows[i][2]) for i in chosen]
+                marks[-1][0] = (marks[-1][0] + time.perf_counter()) / 2
+            if check:
+                out.rounds += correct_drift(out, load, make_plan(bcap, xs[0]), bcap, xs[0], marks, clock, noise,
+                                             window_steps, windows_per_point, progress)
             if not shared:
                 load.close()
         if shared:
             load.close()
     out.seconds = time.perf_counter() - t_start
     return out
+

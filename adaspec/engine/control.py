@@ -35,7 +35,7 @@ from ..calibration.config import (
     resolve_verify_calibration,
 )
 from ..calibration.cost_table import CostTable, TableCompat
-from ..calibration.robust import NoisePolicy, heldout_line, noise_summary, spread_lines, trust_warning
+from ..calibration.robust import NoisePolicy, drift_lines, heldout_line, noise_summary, spread_lines, trust_warning
 from ..rounds import RoundPlan
 from ..geometry import choose_prepared
 from .calibrate import measure, rows_plan, steps_plan, warm_up
@@ -203,11 +203,13 @@ class AdaptiveControl:
         self.log("[adaspec] calibration points (cost per round, spread of the consistent windows"
                  + ("; plain = a round without draft" if plain else "") + "):\n"
                  + "\n".join(spread_lines(m.stats, eff.x_name)))
-        self.log(noise_summary(m.stats, noise, m.clock, m.extra_rounds, m.extra_allowed))
+        self.log(noise_summary(m.stats, noise, m.clock, m.extra_rounds, m.extra_allowed, m.drifts))
+        for line in drift_lines(m.drifts, eff.x_name):
+            self.log(line)
         heldout = table.metadata.heldout or {}
         if heldout:
             self.log(f"[adaspec] held-out cost error: {heldout_line(heldout)}")
-        warning = trust_warning(m.stats, heldout.get("median_rel_error"), noise, eff.model)
+        warning = trust_warning(m.stats, heldout.get("median_rel_error"), noise, eff.model, m.drifts)
         if warning:
             self.log(warning)
         self.measurement = m

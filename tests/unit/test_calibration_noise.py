@@ -18,8 +18,8 @@ import json
 import pytest
 import torch
 
-from adaspec.calibration.robust import (NoisePolicy, PointStats, consistent_windows, noise_summary, spread_lines,
-                                        trust_warning)
+from adaspec.calibration.robust import (NoisePolicy, PointStats, consistent_windows, drift_factors, drift_lines,
+                                        noise_summary, spread_lines, trust_warning)
 from adaspec.engine import calibrate
 from adaspec.engine.calibrate import measure, rows_plan
 from adaspec.engine.calibration_progress import RoundProgress, eta_seconds, predict_cost
@@ -93,12 +93,56 @@ def test_remeasuring_is_bounded(engine, monkeypatch):
 
 def test_every_point_of_the_grid_is_timed_from_the_cached_state(engine, monkeypatch):
     grid = {1: [1, 4], 2: [2, 6]}
-    m, clock = _measure(engine, monkeypatch, [0.05, 0.05, 0.05, 0.08, 0.08, 0.08, 0.1, 0.1, 0.1, 0.2, 0.2, 0.2], grid)
+    script = [0.05, 0.05, 0.05, 0.08, 0.08, 0.08, 0.05, 0.05, 0.05,  # bucket 1, then its first point again
+              0.1, 0.1, 0.1, 0.2, 0.2, 0.2, 0.1, 0.1, 0.1]
+    m, clock = _measure(engine, monkeypatch, script, grid)
+    assert clock.used == len(script)
     assert [(s.bcap, s.x) for s in m.stats] == [(1, 1), (1, 4), (2, 2), (2, 6)]
+    assert [(d.bcap, d.x, d.rel, d.corrected) for d in m.drifts] == [(1, 1, 0.0, False), (2, 2, 0.0, False)]
     firsts = {m.points[i].kv_len for i in range(0, len(m.points), 3)}
     assert len(firsts) == 1  # every point's first window starts at the same KV length: rewound, not re-prefilled
     lines = spread_lines(m.stats)
     assert lines[0].startswith("  Bcap 1: G 1 50.0 ms ±0.0%") and "G 6 200.0 ms" in lines[1]
+
+
+def test_drift_factors_are_linear_in_time_between_the_reference_measurements():
+    assert drift_factors([0.0, 5.0, 10.0, 12.0, -1.0], 0.0, 10.0, 0.2) == pytest.approx([1.0, 1.1, 1.2, 1.2, 1.0])
+    assert drift_factors([3.0], 2.0, 2.0, 0.5) == [1.0]  # no time between them: nothing to interpolate
+
+
+def test_drift_between_points_is_corrected_and_reported(engine, monkeypatch):
+    """Issue 13: every point's windows agree, but the machine slowed down by 20% between the bucket's
+    first point and its re-measurement after the last one. The later point is divided by the drift
+    at its time, so the bucket is priced at one machine speed, and the log says what moved."""
+    grid = {2: [2, 6]}
+    m, clock = _measure(engine, monkeypatch, [1.0] * 3 + [1.5] * 3 + [1.2] * 3, grid)
+    assert clock.used == 9
+    (d,) = m.drifts
+    assert (d.bcap, d.x, d.before_s, d.after_s, d.corrected) == (2, 2, 1.0, 1.2, True)
+    assert d.rel == pytest.approx(0.2)
+    first = [p.cost_s for p in m.points if p.x == 2]
+    later = [p.cost_s for p in m.points if p.x == 6]
+    assert first == [1.0, 1.0, 1.0]  # the reference's first measurement defines the bucket's speed
+    assert 1.5 / 1.2 <= later[0] < 1.5 and len(set(later)) == 1  # divided by the drift at its time
+    assert m.stats[1].cost_s == pytest.approx(later[0])  # the log's figures are the corrected ones
+    assert m.rounds == 2 * (1 + 3 * WINDOW) + 1 + 3 * WINDOW  # warm-up + windows per point, then the reference
+    (line,) = drift_lines(m.drifts)
+    assert "Bcap 2: G 2 measured 1000.0 ms, then 1200.0 ms (+20.0%)" in line
+    assert "1 of 1 buckets corrected, largest +20.0% at Bcap 2" in noise_summary(m.stats, NoisePolicy(), "cpu", 0, 0,
+                                                                                 m.drifts)
+    warning = trust_warning(m.stats, 0.2, NoisePolicy(), drifts=m.drifts)
+    assert "drifted between points (Bcap 2 +20%" in warning and "not fitting" not in warning
+
+
+def test_drift_within_the_tolerance_or_the_windows_spread_is_left_alone(engine, monkeypatch):
+    m, _ = _measure(engine, monkeypatch, [1.0] * 3 + [1.5] * 3 + [1.02] * 3, {2: [2, 6]})
+    assert not m.drifts[0].corrected and [p.cost_s for p in m.points if p.x == 6] == [1.5] * 3
+    assert drift_lines(m.drifts) == []
+    # the reference's own windows spread 8%: a 6% move is within what they can tell apart
+    m, _ = _measure(engine, monkeypatch, [1.0] * 3 + [1.5] * 3 + [1.02, 1.06, 1.1], {2: [2, 6]})
+    assert m.drifts[0].threshold == pytest.approx(0.08 / 1.06) and not m.drifts[0].corrected
+    m, clock = _measure(engine, monkeypatch, [1.0] * 3 + [1.5] * 3, {2: [2, 6]}, noise=NoisePolicy(check_drift=False))
+    assert m.drifts == [] and clock.used == 6
 
 
 def _stats(spreads, resolved=True):

@@ -1,0 +1,53 @@
+"""Drift between calibration points (issue 13): a request bucket's first point measured again after its last.
+
+`calibrate.measure` calls `correct_drift` once per request bucket of a context range when the load can
+rewind to its cached state (SharedPrefixLoad) and the bucket has at least two points. The reference
+costs one warm-up round and one set of windows per bucket (~4% of the default start-up). When its
+cost moved beyond `max(NoisePolicy.drift_tolerance, both measurements' own spreads)`, every point of
+the bucket, windows and fitted points alike, is divided by the drift at the time it was measured
+(`robust.drift_factors`), and the log prints one line per corrected bucket (`robust.drift_lines`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from statistics import median
+
+from ..calibration.robust import Drift, consistent_windows, drift_factors
+from ..rounds import RoundPlan
+
+
+def correct_drift(out: Measurement, load, plan: RoundPlan, bcap: int, x0: int, marks: list, clock, noise,
+                   window_steps: int, windows_per_point: int, progress) -> int:
+    """Measure the bucket's first point x0 again (one set of windows from the cached state) and, when
+    its cost moved beyond the threshold, divide every point of the bucket by the machine's drift at
+    the time it was measured (robust.drift_factors). Returns the rounds run."""
+    first = next(s for s in out.stats[marks[0][2]:] if s.x == x0)
+    load.rewind()
+    load.round(plan)  # one warm-up round: the last point ran another plan
+    if progress is not None:
+        progress.advance(bcap, x0, 1, None)
+    t_start, costs = time.perf_counter(), []
+    for _ in range(windows_per_point):
+        t0 = clock.now()
+        for _ in range(window_steps):
+            load.round(plan)
+        cost, wall = clock.cost(t0, clock.now())
+        costs.append(cost / window_steps)
+        if progress is not None:
+            progress.advance(bcap, x0, window_steps, wall / window_steps)
+    chosen, spread = consistent_windows(costs, windows_per_point)
+    after = median(costs[i] for i in chosen)
+    t_after = (t_start + time.perf_counter()) / 2
+    drift = Drift(bcap, x0, first.cost_s, after, t_after - marks[0][0],
+                  max(noise.drift_tolerance, first.spread, spread))
+    out.drifts.append(drift)
+    if drift.corrected:
+        ends = [m[1:] for m in marks[1:]] + [[len(out.points), len(out.stats)]]
+        factors = drift_factors([m[0] for m in marks], marks[0][0], t_after, drift.rel)
+        for (t, p0, s0), (p1, s1), f in zip(marks, ends, factors):
+            out.points[p0:p1] = [dataclasses.replace(p, cost_s=p.cost_s / f) for p in out.points[p0:p1]]
+            out.stats[s0:s1] = [dataclasses.replace(s, windows=tuple(w / f for w in s.windows))
+                                for s in out.stats[s0:s1]]
+    return 1 + window_steps * windows_per_point
