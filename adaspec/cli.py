@@ -255,6 +255,10 @@ def one_line(message: str) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one subcommand; returns the exit status (0 ok, 2 user error, 1 system error or bug)."""
+    if argv is None:  # the command line itself (not a caller's list): huge pages first (adaspec/hugepages.py)
+        from .hugepages import reexec_with_hugepages
+
+        reexec_with_hugepages()
     argv = list(sys.argv[1:] if argv is None else argv)
     command = _command_of(argv) if _command_of(argv) in COMMANDS else None
     prog = f"adaspec {command}" if command else "adaspec"

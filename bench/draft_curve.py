@@ -160,4 +160,7 @@ def draft_cost(draft, target, cfg, reps: int = 30) -> float:
 
 
 if __name__ == "__main__":
+    from adaspec.hugepages import reexec_with_hugepages
+
+    reexec_with_hugepages()  # before any work: huge pages, as the `adaspec` command runs
     sys.exit(main())

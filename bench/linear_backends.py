@@ -258,4 +258,7 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    from adaspec.hugepages import reexec_with_hugepages
+
+    reexec_with_hugepages()  # before any work: huge pages, as the `adaspec` command runs
     sys.exit(main())

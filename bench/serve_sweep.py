@@ -157,4 +157,7 @@ def report(out: Path, plot_path: str) -> int:
 
 
 if __name__ == "__main__":
+    from adaspec.hugepages import reexec_with_hugepages
+
+    reexec_with_hugepages()  # before any work: huge pages, as the `adaspec` command runs
     sys.exit(main())

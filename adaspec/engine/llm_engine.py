@@ -18,6 +18,7 @@ from typing import Iterable, Sequence
 
 import torch
 
+from .. import hugepages
 from ..config import EngineConfig
 from ..errors import RequestError  # noqa: F401 - re-exported: the engine's request refusals
 from ..metrics.spec_stats import SpecStats
@@ -55,6 +56,7 @@ class LLMEngine:
         self.device, self.dtype = checked.device, checked.dtype
         if self.device.type == "cpu":
             configure_allocator()
+            print(hugepages.describe(), file=sys.stderr, flush=True)
         self.model_dir = checked.model_dir
         # auto measures at one row and at the rows of a verify (speculative) or a full batch (plain)
         verify_rows = 1 + config.num_draft_tokens if config.speculative else config.max_seqs_per_batch

@@ -12,7 +12,7 @@ from pathlib import Path
 import adaspec
 
 LAYERS = [
-    ["config", "rounds", "geometry", "errors", "flags", "strict_json", "outputs", "sampling_params", "assets",
+    ["config", "rounds", "geometry", "errors", "flags", "strict_json", "outputs", "sampling_params", "assets", "hugepages",
      "kernels"],
     ["models", "sampling", "calibration", "metrics"],
     ["drafts", "adaptive"],
