@@ -97,7 +97,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="calibration fields (R-F3 subset: model, request_buckets, contexts, warmup_steps, "
                         "window_steps, windows_per_point, token_seed) used for every adaptive engine; default: "
                         "a small calibration the bench writes (request buckets = batch sizes, one context "
-                        "range prefill 192 / KV 1..512, 1 warm-up round, 2 windows of 6 rounds per point; adaptive-verify "
+                        "range prefill 192 / KV 1..512, 2 warm-up rounds, 3 windows of 8 rounds per point (2 x 6 until 12-04: too few to price k = 1 at B = 16 the same way in every process); adaptive-verify "
                         "target rows per bucket B: the prepared buckets covering B, 2B, 4B and B(w+1))")
     p.add_argument("--table_dir", default=None,
                    help="directory for the saved adaptive-verify cost tables (default: a fresh temporary directory)")
@@ -145,7 +145,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 # ---- calibration files --------------------------------------------------------------------------------
 DEFAULT_CALIBRATION = {"model": "additive",
                        "contexts": [{"prefill_tokens": 192, "min_kv_length": 1, "max_kv_length": 512}],
-                       "warmup_steps": 1, "window_steps": 6, "windows_per_point": 2}
+                       "warmup_steps": 2, "window_steps": 8, "windows_per_point": 3}
 
 
 def calibration_fields(args) -> dict:
