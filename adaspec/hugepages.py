@@ -6,7 +6,7 @@ hands out 4 KiB pages: on the 2-vCPU VMs of this project a minor page fault cost
 DSpark refresh of 2,700 positions took 156 ms the first time, 49 ms after: 4,654 faults), and
 plain decode streams its weights through 4 KiB TLB entries. With `glibc.malloc.hugetlb=1` glibc
 advises the kernel to back its heap and its large allocations with 2 MiB pages (glibc >= 2.35):
-plain decode ran 5% faster (BENCHMARKS.md, "Huge pages"). The tunable is read when a process
+decoding ran 1-4.5% faster (BENCHMARKS.md, "Huge pages"). The tunable is read when a process
 starts, so a command that wants it sets it and executes itself again, once, before any work.
 
 `reexec_with_hugepages()` does that for adaspec's entry points (the `adaspec` command, bench
@@ -86,12 +86,12 @@ def describe(environ: Mapping[str, str] | None = None) -> str:
         return "[adaspec] memory: transparent huge pages (the kernel's mode is 'always')"
     if thp == "never":
         return "[adaspec] memory: 4 KiB pages (transparent huge pages are off in the kernel: 'never')"
-    if tunable_set(environ):
-        return f"[adaspec] memory: transparent huge pages for the heap ({environ.get('GLIBC_TUNABLES')})"
     glibc = glibc_version()
     if glibc is None or glibc < (2, 35):
         return "[adaspec] memory: 4 KiB pages (glibc >= 2.35 is needed for huge pages through malloc)"
+    if tunable_set(environ):
+        return f"[adaspec] memory: transparent huge pages for the heap ({environ.get('GLIBC_TUNABLES')})"
     why = (f"{SWITCH}=0" if environ.get(SWITCH) == "0"
            else "not started through the `adaspec` command; start Python with "
-                f"GLIBC_TUNABLES={TUNABLE}=1 for huge pages, ~5% faster decoding here")
+                f"GLIBC_TUNABLES={TUNABLE}=1 for huge pages, 1-4.5% faster decoding here")
     return f"[adaspec] memory: 4 KiB pages ({why})"

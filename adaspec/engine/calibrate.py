@@ -327,4 +327,3 @@ def measure(
             load.close()
     out.seconds = time.perf_counter() - t_start
     return out
-

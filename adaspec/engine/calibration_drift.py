@@ -18,11 +18,13 @@ from ..calibration.robust import Drift, consistent_windows, drift_factors
 from ..rounds import RoundPlan
 
 
-def correct_drift(out: Measurement, load, plan: RoundPlan, bcap: int, x0: int, marks: list, clock, noise,
+def correct_drift(out, load, plan: RoundPlan, bcap: int, x0: int, marks: list, clock, noise,
                    window_steps: int, windows_per_point: int, progress) -> int:
     """Measure the bucket's first point x0 again (one set of windows from the cached state) and, when
     its cost moved beyond the threshold, divide every point of the bucket by the machine's drift at
-    the time it was measured (robust.drift_factors). Returns the rounds run."""
+    the time it was measured (robust.drift_factors). `out` is the calibrate.Measurement being built,
+    `marks` its [time mid-measurement, first index in out.points, in out.stats] per point of the
+    bucket. Returns the rounds run."""
     first = next(s for s in out.stats[marks[0][2]:] if s.x == x0)
     load.rewind()
     load.round(plan)  # one warm-up round: the last point ran another plan
