@@ -64,9 +64,10 @@ def engine_of(config: str, error=None) -> tuple[str, int | None]:
     for prefix, algo in (("mtp_k", "MTP"), ("dspark_w", "DSpark")):
         if config.startswith(prefix) and config[len(prefix):].isdigit() and int(config[len(prefix):]) >= 1:
             return algo, int(config[len(prefix):])
-    (error or (lambda m: (_ for _ in ()).throw(ValueError(m))))(
-        f"--configs: unknown configuration {config!r} (plain, mtp_kK or dspark_wW)")
-    raise AssertionError("unreachable")
+    message = f"--configs: unknown configuration {config!r} (plain, mtp_kK or dspark_wW)"
+    if error is not None:
+        error(message)  # argparse's error exits
+    raise ValueError(message)
 
 
 def anon_huge_kb() -> int:
