@@ -230,14 +230,14 @@ class MTPDraft(nn.Module):
         layout = build_layout(batch.slots, batch.entry_starts, batch.entry_lens, dev, native=self.native_kernels)
         x = self.fuse(batch.hidden.to(dtype), batch.next_tokens)
         cos, sin = self.rotary(layout.row_pos + 1, dtype)
-        o = self.layer(x, cos, sin, self.cache_k, self.cache_v, layout)
+        # step 1 predicts t_{n+1} from each request's newest entry; its other entries (a deferred refresh
+        # can hold hundreds) only write the cache: no output projection or MLP for them (issue 13)
+        last = None
+        if len(x) > B:
+            last = torch.tensor([s - 1 for s in _cumsum(batch.entry_lens)], dtype=torch.long, device=dev)
+        h = self.layer(x, cos, sin, self.cache_k, self.cache_v, layout, last)  # [B, H]
         if K == 0:
             return DraftOutput(torch.empty(B, 0, dtype=torch.long, device=dev), torch.empty(B, 0, device=dev))
-        if B == 1:  # step 1 predicts t_{n+1} from the newest entry's output
-            h = o[-1:]
-        else:
-            last = torch.tensor([s - 1 for s in _cumsum(batch.entry_lens)], dtype=torch.long, device=dev)
-            h = o.index_select(0, last)  # [B, H]
         newest = [s + n for s, n in zip(batch.entry_starts, batch.entry_lens)]  # n_b
         tokens, scores = [], []
         for j in range(K):

@@ -49,7 +49,9 @@ class Attention(nn.Module):
         self.qkv_proj = fuse(self, ("q_proj", "k_proj", "v_proj"), pack)
         return self.qkv_proj is not None
 
-    def forward(self, x, cos, sin, cache_k, cache_v, layout: RaggedLayout):
+    def forward(self, x, cos, sin, cache_k, cache_v, layout: RaggedLayout, keep: torch.Tensor | None = None):
+        """Every row's keys and values go to the cache; `keep` (row indices): only those rows' outputs are
+        computed past the attention (a draft's refresh rows need only their cache entries)."""
         T, H, KVH = x.shape[0], self.heads, self.kv_heads
         if layout.native is not None:  # --layer_kernels=native: rotary, cache writes and attention in one call
             if self.qkv_proj is None:
@@ -57,7 +59,7 @@ class Attention(nn.Module):
             else:
                 qkv = self.qkv_proj(x).view(T, H + 2 * KVH, self.head_dim)
                 q, k, v = qkv[:, :H], qkv[:, H:H + KVH], qkv[:, H + KVH:]
-            return self.o_proj(native_kernels.attend(q, k, v, cache_k, cache_v, layout.native, cos, sin))
+            return self.o_proj(_rows(native_kernels.attend(q, k, v, cache_k, cache_v, layout.native, cos, sin), keep))
         if self.qkv_proj is None:
             q = apply_rotary(self.q_proj(x).view(T, H, self.head_dim), cos, sin)
             k = apply_rotary(self.k_proj(x).view(T, KVH, self.head_dim), cos, sin)
@@ -66,7 +68,11 @@ class Attention(nn.Module):
             qkv = self.qkv_proj(x).view(T, H + 2 * KVH, self.head_dim)
             qk = apply_rotary(qkv[:, :H + KVH], cos, sin)
             q, k, v = qk[:, :H], qk[:, H:], qkv[:, H + KVH:]
-        return self.o_proj(ragged_attention(q, k, v, cache_k, cache_v, layout))
+        return self.o_proj(_rows(ragged_attention(q, k, v, cache_k, cache_v, layout), keep))
+
+
+def _rows(t: torch.Tensor, keep: torch.Tensor | None) -> torch.Tensor:
+    return t if keep is None else t.index_select(0, keep)
 
 
 class MLP(nn.Module):
@@ -103,14 +109,16 @@ class DecoderLayer(nn.Module):
         """models/linear.pack_module's hook: q|k|v and gate|up as one product each; how many fused."""
         return int(self.self_attn.fuse_projections(pack)) + int(self.mlp.fuse_projections(pack))
 
-    def forward(self, x, cos, sin, cache_k, cache_v, layout):
+    def forward(self, x, cos, sin, cache_k, cache_v, layout, keep: torch.Tensor | None = None):
+        """`keep` (row indices, optional): every row writes the cache, only these rows' outputs are
+        computed (returned in `keep`'s order); the MTP draft's refresh needs just its newest rows."""
         if layout.native is not None:  # --layer_kernels=native: each norm (with the residual add) is one call
             norm1, norm2 = self.input_layernorm, self.post_attention_layernorm
             _, h = native_kernels.add_rmsnorm(x, None, norm1.weight, norm1.eps)
-            a = self.self_attn(h, cos, sin, cache_k, cache_v, layout)
-            x, h = native_kernels.add_rmsnorm(x, a, norm2.weight, norm2.eps)  # x + a lands in a (fresh)
+            a = self.self_attn(h, cos, sin, cache_k, cache_v, layout, keep)
+            x, h = native_kernels.add_rmsnorm(_rows(x, keep), a, norm2.weight, norm2.eps)  # x + a lands in a (fresh)
             return x + self.mlp(h, native=True)
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin, cache_k, cache_v, layout)
+        x = _rows(x, keep) + self.self_attn(self.input_layernorm(x), cos, sin, cache_k, cache_v, layout, keep)
         return x + self.mlp(self.post_attention_layernorm(x))
 
 
