@@ -255,3 +255,34 @@ def test_a_model_gives_the_same_logits_on_both_kernels(tiny_llama_dir):
         h2, _ = model(ids[30:34], build_layout([1, 0], [10, 20], [1, 3], native=native), kv)
         out[choice] = model.logits(torch.cat([h1, h2]))
     assert (out["native"] - out["torch"]).abs().max() < 1e-4
+
+
+@pytest.mark.parametrize("choice", ["native", "torch"])
+def test_a_layer_keeping_some_rows_writes_every_row_to_the_cache_and_keeps_their_bits(tiny_llama_dir, choice):
+    """DecoderLayer(keep=rows), what the MTP draft's deferred refresh runs (issue 13): every row's keys and
+    values land in the cache exactly as in the full forward, and the kept rows' outputs have the full
+    forward's bits on fp16w products, which give a row the same bits at any row count (on fp32 MKL
+    products they agree to rounding only, as everywhere else)."""
+    from adaspec.models.loader import load_model
+
+    torch.manual_seed(3)
+    for backend in ("fp16w", "fp32"):
+        cfg, model = load_model(tiny_llama_dir, linear_backend=backend, layer_kernels=choice)
+        layer = model.model.layers[0]
+        x = torch.randn(13, cfg.hidden_size)
+        shape = (2, cfg.num_kv_heads, 64, cfg.head_dim)
+        lay = build_layout([0, 1], [5, 9], [8, 5], native=choice == "native")
+        cos, sin = model.rope.cos_sin(lay.row_pos)
+        caches, outs = {}, {}
+        for name, keep in (("full", None), ("kept", torch.tensor([7, 12]))):
+            ck, cv = torch.zeros(shape), torch.zeros(shape)
+            with torch.inference_mode():
+                outs[name] = layer(x, cos, sin, ck, cv, lay, keep)
+            caches[name] = (ck, cv)
+        assert outs["kept"].shape == (2, cfg.hidden_size)
+        assert all(torch.equal(a, b) for a, b in zip(caches["kept"], caches["full"]))
+        assert caches["full"][0][0, :, 5:13].abs().sum() > 0  # the rows really wrote the cache
+        if backend == "fp16w":
+            assert torch.equal(outs["kept"], outs["full"][[7, 12]])
+        else:
+            torch.testing.assert_close(outs["kept"], outs["full"][[7, 12]], rtol=1e-5, atol=1e-5)
