@@ -66,6 +66,12 @@ class Tokenizer:
         """Token ids of `text` with the special tokens the model normally adds (e.g. BOS for Llama)."""
         return list(self._tok.encode(text, add_special_tokens=True))
 
+    def encode_many(self, texts: list[str]) -> list[list[int]]:
+        """`encode` of each text, in one batched call (a fast tokenizer spreads it over the cores)."""
+        if not texts:
+            return []
+        return [list(ids) for ids in self._tok(list(texts), add_special_tokens=True)["input_ids"]]
+
     def decode(self, ids: Iterable[int], skip_special_tokens: bool = True) -> str:
         return self._tok.decode(list(ids), skip_special_tokens=skip_special_tokens)
 

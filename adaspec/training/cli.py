@@ -69,7 +69,26 @@ def add_train_flags(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--dtype", default="float32", choices=("float32",),
                         help="teacher and training dtype (float32: the CPU trains and matches greedy verify in it)")
     parser.add_argument("--threads", type=positive_int, default=1, help="CPU threads (default 1)")
+    parser.add_argument("--device", default="cpu", type=str.lower, choices=("cpu", "cuda"),
+                        help="where the target and the students run; cuda needs --kind=both (the streaming recipe, "
+                             "scripts/train_drafts_gpu.sh) and a CUDA build of torch (default cpu)")
     return parser
+
+
+def check_device(args) -> None:
+    """--device: cuda only for --kind=both and only where torch sees a GPU (before any work)."""
+    from ..config import ConfigError
+
+    if args.device == "cpu":
+        return
+    if args.kind != "both":
+        raise ConfigError(f"--device={args.device} is supported with --kind=both only (the streaming recipe); "
+                          "use --device=cpu for --kind=mtp or --kind=dspark", param="--device")
+    import torch
+
+    if not torch.cuda.is_available():
+        raise ConfigError(f"--device={args.device}: torch sees no CUDA device (torch {torch.__version__}); "
+                          "use --device=cpu", param="--device")
 
 
 def run_train(args) -> dict:
@@ -83,6 +102,7 @@ def run_train(args) -> dict:
     from .checks import check_against_target, check_flags, check_paths, flag_warnings
     from .distill import DataRecipe, prepare_data
 
+    check_device(args)
     if args.kind == "both":
         from .joint_cli import run_joint
 

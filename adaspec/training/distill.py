@@ -151,17 +151,26 @@ class Distiller:
         self.max_batch = max_batch
         self.max_len = recipe.prompt_tokens + recipe.gen_tokens + 2
         self.max_len = max(self.max_len, recipe.raw_len + 2)
-        self.kv = KVCache(cfg.num_layers, max_batch, cfg.num_kv_heads, self.max_len, cfg.head_dim,
-                          next(model.parameters()).dtype)
+        param = next(model.parameters())
+        self.device = param.device
+        self.kv = KVCache(cfg.num_layers, max_batch, cfg.num_kv_heads, self.max_len, cfg.head_dim, param.dtype,
+                          device=self.device)
         self.layers = tuple(recipe.teacher_layers)
+        # prompts prefilled per forward: one on CPU (no padding, each prompt's own rounding), a group
+        # on a GPU, where a forward costs its kernel launches more than its rows
+        self.prefill_group = 1 if self.device.type == "cpu" else 32
 
-    def _teacher(self, ids: torch.Tensor, layout) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        hidden, captured = self.model(ids, layout, self.kv, self.layers)
+    def _teacher(self, ids: list[int], starts: list[int], q_lens: list[int], slots: list[int]):
+        """One forward of the rows `ids` -> (feats, top ids, top log-probabilities), on the CPU (a
+        GPU's results come back in one copy each, so per-sequence slicing stays cheap)."""
+        ids_t = torch.tensor(ids, dtype=torch.long, device=self.device)
+        layout = build_layout(slots, starts, q_lens, device=self.device)
+        hidden, captured = self.model(ids_t, layout, self.kv, self.layers)
         feats = (torch.stack(captured, dim=1).clamp(-6e4, 6e4).to(torch.float16) if captured
                  else hidden.new_zeros(len(hidden), 0, 0, dtype=torch.float16))  # tokens-only (selfdistill.py)
         lp = torch.log_softmax(self.model.logits(hidden), dim=-1)
         top_lp, top_ids = lp.topk(self.recipe.topk, dim=-1)
-        return feats, top_ids, top_lp.to(torch.float16)
+        return feats.cpu(), top_ids.cpu(), top_lp.to(torch.float16).cpu()
 
     def run(self, items: list[Item], on_done, progress=None, stop=None) -> None:
         """Distil `items` (index order); `on_done(index, Sequence)` is called as each one finishes.
@@ -172,26 +181,30 @@ class Distiller:
         while queue or running:
             if stop is not None and queue and stop():
                 queue = []
-            while queue and free:  # admit: prefill one prompt at a time (no padding)
-                index, item = queue.pop()
-                slot = free.pop()
-                r = _Running(index, item, slot, list(item.ids))
-                ids = torch.tensor(item.ids, dtype=torch.long)
-                f, i, lp = self._teacher(ids, build_layout([slot], [0], [len(item.ids)]))
-                r.feats.append(f), r.ids.append(i), r.lps.append(lp)
-                if progress:
-                    progress(len(item.ids))
-                if item.generate and not self._append(r, int(i[-1, 0])):
-                    running.append(r)
-                else:
-                    self._finish(r, on_done)
-                    free.append(slot)
+            while queue and free:  # admit: prefill prompts (one at a time on CPU: no padding)
+                group = []
+                while queue and free and len(group) < self.prefill_group:
+                    index, item = queue.pop()
+                    group.append(_Running(index, item, free.pop(), list(item.ids)))
+                f, i, lp = self._teacher([t for r in group for t in r.item.ids], [0] * len(group),
+                                         [len(r.item.ids) for r in group], [r.slot for r in group])
+                off = 0
+                for r in group:
+                    n = len(r.item.ids)
+                    r.feats.append(f[off:off + n]), r.ids.append(i[off:off + n]), r.lps.append(lp[off:off + n])
+                    off += n
+                    if progress:
+                        progress(n)
+                    if r.item.generate and not self._append(r, int(i[off - 1, 0])):
+                        running.append(r)
+                    else:
+                        self._finish(r, on_done)
+                        free.append(r.slot)
             if not running:
                 continue
             # one greedy step for every running sequence: feeds the newest token, reads its signals
-            ids = torch.tensor([r.tokens[-1] for r in running], dtype=torch.long)
-            layout = build_layout([r.slot for r in running], [len(r.tokens) - 1 for r in running], [1] * len(running))
-            f, i, lp = self._teacher(ids, layout)
+            f, i, lp = self._teacher([r.tokens[-1] for r in running], [len(r.tokens) - 1 for r in running],
+                                     [1] * len(running), [r.slot for r in running])
             nxt = i[:, 0].tolist()
             still = []
             for b, r in enumerate(running):

@@ -46,14 +46,15 @@ def features(seq: Sequence, draft, teacher_layers: list[int]) -> torch.Tensor:
 def simulate(draft, seqs: list[Sequence], teacher_layers: list[int], k: int, max_batch: int = 32):
     """-> list of (sequence index, source, accepted m in 0..k, scores [k] float list) per anchor."""
     records = []
-    dtype = next(draft.parameters()).dtype
+    param = next(draft.parameters())
+    dtype, dev = param.dtype, param.device
     for g in range(0, len(seqs), max_batch):
         index = [i for i in range(g, min(g + max_batch, len(seqs))) if len(seqs[i]) - 1 - k >= seqs[i].prompt_len]
         group = [seqs[i] for i in index]
         if not group:
             continue
         draft.allocate(len(group), max(len(s) for s in group) + 8)
-        feats = [features(s, draft, teacher_layers).to(dtype) for s in group]
+        feats = [features(s, draft, teacher_layers).to(device=dev, dtype=dtype) for s in group]
         done = [0] * len(group)  # entries given so far (positions 0..done-1)
         n = [s.prompt_len for s in group]  # anchor: newest token position
         while True:
@@ -61,17 +62,18 @@ def simulate(draft, seqs: list[Sequence], teacher_layers: list[int], k: int, max
             if not active:
                 break
             hidden = torch.cat([feats[b][done[b]:n[b]] for b in active])
-            next_tokens = torch.cat([group[b].tokens[done[b] + 1:n[b] + 1] for b in active])
+            next_tokens = torch.cat([group[b].tokens[done[b] + 1:n[b] + 1] for b in active]).to(dev)
             out = draft.draft(DraftBatch(
                 slots=active, entry_starts=[done[b] for b in active], entry_lens=[n[b] - done[b] for b in active],
                 hidden=hidden, next_tokens=next_tokens, num_steps=k,
             ))
+            drafted, scores = out.tokens.cpu(), out.scores.cpu()
             for row, b in enumerate(active):
                 s = group[b]
                 labels = s.topk_ids[n[b]:n[b] + k, 0]
-                match = (out.tokens[row] == labels).long()
+                match = (drafted[row] == labels).long()
                 m = int(match.cumprod(0).sum())
-                records.append((index[b], s.source, m, out.scores[row].tolist()))
+                records.append((index[b], s.source, m, scores[row].tolist()))
                 done[b] = n[b]
                 n[b] += 1
     return records

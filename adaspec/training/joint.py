@@ -35,61 +35,11 @@ from ..outputs import replace_file
 from . import losses
 from .distill import Sequence
 from .evaluate import acceptance_report, evaluate_draft, simulate
+from .sampler import Sampler
 from .trainer import dspark_forward, mtp_forward, recipe_command, vocab_from_counts
 
 CURVE_POINTS = (0, 100_000, 250_000, 500_000, 1_000_000, 1_500_000, 2_000_000, 3_000_000, 4_000_000,
                 5_000_000, 6_000_000, 8_000_000, 10_000_000)
-
-
-class Sampler:
-    """Batches of ~`tokens` tokens: gen windows first (up to gen_share; none once every answer
-    written so far has been seen twice), then raw windows."""
-
-    def __init__(self, raw: list, data_dir: Path, tokens: int, gen_share: float):
-        self.raw, self.data_dir, self.tokens, self.gen_share = raw, data_dir, tokens, gen_share
-        self.gen: list[torch.Tensor] = []
-        self.valid: list[dict] = []
-        self.chunks: set[int] = set()
-        self.raw_i = self.gen_i = 0  # next raw window (past the end: a new epoch); next unseen answer
-        self.gen_rep = 0  # next answer to see a second time (always < gen_i)
-
-    def reload(self) -> None:
-        mpath = self.data_dir / "gen_manifest.json"
-        if not mpath.is_file():
-            return
-        try:
-            done = json.loads(mpath.read_text())["chunks"]
-        except (json.JSONDecodeError, KeyError):
-            return
-        for c in sorted(set(done) - self.chunks):
-            for row in torch.load(self.data_dir / f"gen_{c:05d}.pt", weights_only=True):
-                (self.valid.append(row) if row["split"] == "valid" else self.gen.append(row["tokens"]))
-            self.chunks.add(c)
-
-    def next(self) -> tuple[list[torch.Tensor], int]:
-        """(windows, distinct new positions in them). Answers: unseen ones first (in the order they
-        were written, so answers that arrive later are still visited once), then each at most once
-        more; raw windows in order, wrapping around into a new epoch."""
-        batch, used, new = [], 0, 0
-        while self.gen and used < self.gen_share * self.tokens:
-            if self.gen_i < len(self.gen):  # first visit
-                w = self.gen[self.gen_i]
-                self.gen_i += 1
-                new += len(w)
-            elif self.gen_rep < self.gen_i:  # the one repeat
-                w = self.gen[self.gen_rep]
-                self.gen_rep += 1
-            else:
-                break
-            batch.append(w)
-            used += len(w)
-        while used < self.tokens:
-            w = self.raw[self.raw_i % len(self.raw)][1]
-            new += len(w) if self.raw_i < len(self.raw) else 0
-            self.raw_i += 1
-            batch.append(w)
-            used += len(w)
-        return batch, new
 
 
 def token_vocab(windows: list, vocab_size: int, n: int, always: set[int]) -> torch.Tensor:
@@ -110,9 +60,9 @@ def teacher_forced(teacher, rows: list[dict], layers) -> list[Sequence]:
         H = feats.shape[-1] // len(layers)
         for b, r in enumerate(part):
             L = int(lens[b])
-            out.append(Sequence(r["source"], r["id"], "valid", int(r["prompt_len"]), tokens[b, :L].clone(),
-                                feats[b, :L - 1].view(L - 1, len(layers), H).half(), ids[b, :L - 1].clone(),
-                                lp[b, :L - 1].half()))
+            out.append(Sequence(r["source"], r["id"], "valid", int(r["prompt_len"]), tokens[b, :L].cpu(),
+                                feats[b, :L - 1].view(L - 1, len(layers), H).half().cpu(), ids[b, :L - 1].cpu(),
+                                lp[b, :L - 1].half().cpu()))
     return out
 
 
@@ -124,10 +74,11 @@ def curve_point(draft, seqs: list[Sequence], layers: list[int], k: int) -> dict:
 class Student:
     def __init__(self, kind: str, cfg, d2t, arch: dict, target, layers: list[int], lr: float):
         self.kind = kind
-        self.draft = build_draft(kind, cfg, d2t, **arch).init_from_target(target)
+        self.device = next(target.parameters()).device
+        self.draft = build_draft(kind, cfg, d2t, **arch).to(self.device).init_from_target(target)
         caps = self.draft.capture_layers if kind == "dspark" else (cfg.num_layers - 1,)
         H = cfg.hidden_size
-        self.cols = torch.cat([torch.arange(layers.index(i) * H, (layers.index(i) + 1) * H) for i in caps])
+        self.cols = torch.cat([torch.arange(layers.index(i) * H, (layers.index(i) + 1) * H) for i in caps]).to(self.device)
         self.params = [p for p in self.draft.parameters() if p.requires_grad]
         self.opt = torch.optim.AdamW(self.params, lr=lr, betas=(0.9, 0.95), weight_decay=0.01)
         self.ema: dict[str, float] = {}
@@ -137,7 +88,7 @@ class Student:
         f = feats.index_select(-1, self.cols)
         for g in self.opt.param_groups:
             g["lr"] = lr
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.student_bf16):
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=args.student_bf16):
             if self.kind == "mtp":
                 loss, stats = mtp_forward(self.draft, tokens, f, ids, lp, lens, args.unroll)
             else:
@@ -171,15 +122,17 @@ def train_joint(args, model_dir: Path, tokenizer, cfg, fingerprint: str, outputs
     layers = sorted(set(default_capture_layers(cfg.num_layers)) | {cfg.num_layers - 1})
     recipe = StreamRecipe(fingerprint, seq_len=args.seq_len, code_tokens=args.code_tokens,
                           prose_tokens=args.prose_tokens, topk=args.topk, teacher_layers=tuple(layers), seed=args.seed)
-    _, target = load_model(model_dir, torch.float32, "cpu")  # students' shared weights, evaluation
-    _, tmodel = load_model(model_dir, torch.bfloat16, "cpu", linear_backend="bf16")
+    t_start = time.perf_counter()
+    wall_end = None if args.wall_minutes is None else t_start + args.wall_minutes * 60
+    _, target = load_model(model_dir, torch.float32, args.device)  # students' shared weights, evaluation
+    _, tmodel = load_model(model_dir, torch.bfloat16, args.device, linear_backend="bf16")
     teacher = Teacher(tmodel, args.topk, tuple(layers), 64, max(args.seq_len, 512))
     raw = load_or_build_windows(tokenizer, recipe, data_dir, [], log)
     heldout = heldout_eval_set(target, tokenizer, fingerprint, tuple(layers), data_dir, gen_tokens=min(128, args.gen_tokens),
                                per_source=args.curve_prompts, log=log)
-    sampler = Sampler(raw, data_dir, args.batch_tokens, args.gen_share)
+    sampler = Sampler(raw, data_dir, args.batch_tokens, args.gen_share, args.gen_repeats)
     sampler.reload()
-    state = torch.load(checkpoint, weights_only=False) if checkpoint.is_file() else None
+    state = torch.load(checkpoint, weights_only=False, map_location=args.device) if checkpoint.is_file() else None
     d2t = state["d2t"] if state else token_vocab(raw[:4000] + [("gen", t) for t in sampler.gen],
                                                   cfg.vocab_size, args.draft_vocab, set(cfg.eos_token_ids))
     students = {k: Student(k, cfg, d2t, _arch(k, args), target, layers, args.lr) for k in ("mtp", "dspark")}
@@ -195,8 +148,7 @@ def train_joint(args, model_dir: Path, tokenizer, cfg, fingerprint: str, outputs
         if state["recipe"] != recipe.to_json():
             raise SystemExit(f"{checkpoint} was trained on another data recipe ({state['recipe']}); pass another "
                              "--checkpoint or the same data flags")
-        sampler.raw_i, sampler.gen_i = state["raw_i"], min(state["gen_i"], len(sampler.gen))
-        sampler.gen_rep = min(state.get("gen_rep", max(0, state["gen_i"] - len(sampler.gen))), sampler.gen_i)
+        sampler.restore(state)
         log(f"resuming from {checkpoint} at step {step}, {positions} positions, {seconds / 60:.1f} min")
     tf32 = Teacher(target, args.topk, tuple(layers), 8, 512)
 
@@ -204,12 +156,15 @@ def train_joint(args, model_dir: Path, tokenizer, cfg, fingerprint: str, outputs
         tmp = checkpoint.with_suffix(".tmp")
         checkpoint.parent.mkdir(parents=True, exist_ok=True)
         torch.save({"d2t": d2t, "recipe": recipe.to_json(), "step": step, "positions": positions, "seconds": seconds,
-                    "curve": curve, "raw_i": sampler.raw_i, "gen_i": sampler.gen_i, "gen_rep": sampler.gen_rep,
+                    "curve": curve, **sampler.state(),
                     "students": {k: {"model": s.draft.state_dict(), "optim": s.opt.state_dict()} for k, s in students.items()}},
                    tmp)
         os.replace(tmp, checkpoint)
 
+    eval_seconds = [0.0]  # the last evaluation's duration: the wall budget keeps that much for the final one
+
     def evaluate_and_save(final: bool = False):
+        t_eval = time.perf_counter()
         point = {"positions": positions, "step": step, "minutes": round(seconds / 60, 2)}
         valid = teacher_forced(tf32, sampler.valid[:96], layers)
         for k, s in students.items():
@@ -233,22 +188,31 @@ def train_joint(args, model_dir: Path, tokenizer, cfg, fingerprint: str, outputs
         for k in students:
             replace_file(outputs[k] / "curve.json", (json.dumps(curve, indent=1) + "\n").encode())
         save_ckpt()
+        eval_seconds[0] = time.perf_counter() - t_eval
 
-    next_points = [p for p in CURVE_POINTS if p > positions] + [math.inf]
+    next_points = [p for p in (args.curve_points or CURVE_POINTS) if p > positions] + [math.inf]
     if not curve:
         evaluate_and_save()
     budget, target_pos = args.max_minutes * 60, args.positions
     bar = tqdm(total=target_pos, initial=min(positions, target_pos), desc="train mtp+dspark", unit="pos", unit_scale=True)
-    last_ckpt = time.perf_counter()
+    last_ckpt = loop_start = time.perf_counter()
     for st in students.values():
         st.draft.train()
-    while positions < target_pos and seconds < budget and step < args.steps:
+
+    def wall_left() -> float:
+        """Seconds the loop may still train: to the wall budget's end, less the final evaluation."""
+        return math.inf if wall_end is None else wall_end - 1.5 * eval_seconds[0] - 5 - time.perf_counter()
+
+    while positions < target_pos and seconds < budget and step < args.steps and wall_left() > 0:
         t0 = time.perf_counter()
         if step % 50 == 0:
             sampler.reload()
         windows, new = sampler.next()
         batch = teacher(windows)
-        lr = losses.cosine_lr(args.lr, max(positions / target_pos, seconds / budget), step, 50)
+        progress = max(positions / target_pos, seconds / budget)
+        if wall_end is not None:  # the wall budget's share already used by the loop
+            progress = max(progress, (t0 - loop_start) / max(1.0, t0 - loop_start + wall_left()))
+        lr = losses.cosine_lr(args.lr, progress, step, 50)
         for s in students.values():
             s.step(batch, lr, args, step)
         step += 1
@@ -267,6 +231,8 @@ def train_joint(args, model_dir: Path, tokenizer, cfg, fingerprint: str, outputs
             save_ckpt()
             last_ckpt = time.perf_counter()
     bar.close()
+    if wall_end is not None and wall_left() <= 0:
+        log(f"wall budget ({args.wall_minutes} min) reached at step {step}, {positions} positions")
     if not curve or curve[-1]["positions"] != positions:
         evaluate_and_save(final=True)
     return {"curve": curve, "windows": {"raw": len(raw), "gen": len(sampler.gen), "valid": len(sampler.valid)}}

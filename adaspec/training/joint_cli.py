@@ -35,6 +35,8 @@ def add_stream_flags(parser) -> None:
     a("--batch_tokens", type=positive_int, default=4096, help="--kind=both: tokens per optimizer step (default 4096)")
     a("--gen_share", type=fraction, default=0.35,
       help="--kind=both: share of each batch taken from the self-distilled answers (default 0.35)")
+    a("--gen_repeats", type=positive_int, default=2,
+      help="--kind=both: times each answer is read at most (first reads before any repeat; default 2)")
     a("--code_tokens", type=positive_int, default=3_500_000,
       help="--kind=both: raw code tokens (stdlib train files, then installed permissive packages; default 3500000)")
     a("--prose_tokens", type=positive_int, default=1_000_000, help="--kind=both: raw Shakespeare tokens (default 1000000)")
@@ -46,8 +48,28 @@ def add_stream_flags(parser) -> None:
       help="--kind=both: budget of the generation stage in minutes, across reruns (default 40)")
     a("--curve_prompts", type=positive_int, default=48,
       help="--kind=both: held-out prompts per source for the learning curve (default 48; code and chat, a third as many prose)")
+    a("--wall_minutes", type=positive_float, default=None,
+      help="--kind=both: wall-clock budget of this run's train stage from its start, set-up and evaluations "
+           "included; the loop stops in time to evaluate and save the drafts, and the learning rate decays "
+           "over it (default: none, --max_minutes of training alone)")
+    a("--curve_points", type=_positions, default=None,
+      help="--kind=both: distinct-position counts at which the learning curve is evaluated and the drafts "
+           "saved, comma-separated, e.g. 0,1e6,5e6 (default 0,0.1M,0.25M,0.5M,1M,1.5M,2M,3M,4M,...,10M)")
     a("--student_bf16", type=_bool, nargs="?", const=True, default=True, metavar="true|false",
       help="--kind=both: run the students' forward/backward under bfloat16 autocast, fp32 master weights (default true)")
+
+
+def _positions(text: str) -> tuple[int, ...]:
+    """'0,1e6,5e6' -> (0, 1000000, 5000000): ascending non-negative counts."""
+    import argparse
+
+    try:
+        values = [int(float(v)) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of numbers (e.g. 0,1e6,5e6)") from None
+    if not values or any(v < 0 for v in values) or values != sorted(set(values)):
+        raise argparse.ArgumentTypeError(f"{text!r}: give ascending, distinct, non-negative position counts (e.g. 0,1e6,5e6)")
+    return tuple(values)
 
 
 def check_joint(args) -> tuple[Path, Path, Path]:
@@ -117,8 +139,8 @@ def run_joint(args) -> dict:
     if args.stage in ("all", "gen"):
         recipe = GenRecipe(fingerprint, chat_prompts=args.chat_prompts, code_prompts=args.code_prompts,
                            prose_prompts=args.prose_prompts, prompt_tokens=args.prompt_tokens,
-                           gen_tokens=args.gen_tokens, seed=args.seed)
-        _, model = load_model(model_dir, torch.bfloat16, "cpu", linear_backend="bf16")
+                           gen_tokens=args.gen_tokens, seed=args.seed, chunk=max(384, args.gen_batch))
+        _, model = load_model(model_dir, torch.bfloat16, args.device, linear_backend="bf16")
         rows = selfdistill(model, tokenizer, recipe, data_dir, args.gen_minutes, args.gen_batch, log)
         report["gen"] = {"sequences": len(rows), "tokens": sum(len(r["tokens"]) for r in rows)}
         log(f"self-distilled: {report['gen']}")

@@ -37,7 +37,11 @@ from . import corpus
 
 # pure-Python sources of installed packages with permissive licences (MIT/BSD/Apache-2.0)
 CODE_PACKAGES = ("transformers", "sympy", "networkx", "numpy", "rich", "click", "jinja2", "pydantic",
-                 "fastapi", "starlette", "httpx", "requests", "urllib3", "pygments", "setuptools")
+                 "fastapi", "starlette", "httpx", "requests", "urllib3", "pygments", "setuptools",
+                 # read where installed, after the ones above (a large --code_tokens reaches them; a GPU
+                 # image has most of them)
+                 "scipy", "pandas", "sklearn", "torch", "jax", "matplotlib", "statsmodels", "flax",
+                 "optax", "accelerate", "peft", "timm", "lightning", "torchvision", "seaborn")
 
 
 @dataclass(frozen=True)
@@ -86,13 +90,15 @@ def build_windows(tokenizer, recipe: StreamRecipe, gen_seqs: list[tuple[str, lis
     prose_files = corpus.shakespeare_files("train")
     for source, files, budget in (("code", code_files, recipe.code_tokens), ("prose", prose_files, recipe.prose_tokens)):
         used = 0
-        for path in files:
+        for start in range(0, len(files), 64):  # files in order, tokenised 64 at a time
             if used >= budget:
                 break
-            text = corpus._read(path)
-            if len(text) < 200:
-                continue
-            used += _cut(tokenizer.encode(text), recipe.seq_len, source, windows, budget - used)
+            texts = [t for t in (corpus._read(p) for p in files[start:start + 64]) if len(t) >= 200]
+            encode_many = getattr(tokenizer, "encode_many", None)
+            for ids in (encode_many(texts) if encode_many else [tokenizer.encode(t) for t in texts]):
+                if used >= budget:
+                    break
+                used += _cut(ids, recipe.seq_len, source, windows, budget - used)
         log(f"{source}: {used} raw tokens from {len(files)} candidate files")
     random.Random(f"windows:{recipe.seed}").shuffle(windows)
     return windows
@@ -118,15 +124,16 @@ class Teacher:
 
     def __init__(self, model, topk: int, layers: tuple[int, ...], max_batch: int, max_len: int):
         cfg = model.config
-        dtype = next(model.parameters()).dtype
-        self.model, self.topk, self.layers = model, topk, tuple(layers)
-        self.kv = KVCache(cfg.num_layers, max_batch, cfg.num_kv_heads, max_len + 1, cfg.head_dim, dtype)
+        param = next(model.parameters())
+        self.model, self.topk, self.layers, self.device = model, topk, tuple(layers), param.device
+        self.kv = KVCache(cfg.num_layers, max_batch, cfg.num_kv_heads, max_len + 1, cfg.head_dim, param.dtype,
+                          device=self.device)
 
     @torch.inference_mode()
     def __call__(self, seqs: list[torch.Tensor]):
         """seqs: int token tensors -> tokens [B, T] long, feats [B, T-1, layers*H] float32, topk ids
         [B, T-1, k] long, topk log-probabilities [B, T-1, k] float32, lengths [B] (tokens); the same
-        layout as trainer.collate."""
+        layout as trainer.collate, on the target's device."""
         slots = self.kv.k[0].shape[0]
         if len(seqs) > slots:  # more windows than KV slots: in pieces, padded to one length
             parts = [self(seqs[i:i + slots]) for i in range(0, len(seqs), slots)]
@@ -140,8 +147,8 @@ class Teacher:
                     torch.cat([p[4] for p in parts]))
         lens = [len(s) for s in seqs]
         B, T = len(seqs), max(lens)
-        ids = torch.cat([s.long() for s in seqs])
-        layout = build_layout(list(range(B)), [0] * B, lens)
+        ids = torch.cat([s.long() for s in seqs]).to(self.device)
+        layout = build_layout(list(range(B)), [0] * B, lens, device=self.device)
         hidden, captured = self.model(ids, layout, self.kv, self.layers)
         logits = self.model.lm_head(self.model.model.norm(hidden))  # teacher dtype
         top, top_ids = logits.topk(self.topk, dim=-1)
@@ -149,10 +156,11 @@ class Teacher:
         top_lp = top.float() - lse
         feats_all = torch.cat(captured, dim=-1).float()
         H = feats_all.shape[-1]
-        tokens = torch.zeros(B, T, dtype=torch.long)
-        feats = torch.zeros(B, T - 1, H)
-        tid = torch.zeros(B, T - 1, self.topk, dtype=torch.long)
-        tlp = torch.full((B, T - 1, self.topk), -30.0)
+        dev = self.device
+        tokens = torch.zeros(B, T, dtype=torch.long, device=dev)
+        feats = torch.zeros(B, T - 1, H, device=dev)
+        tid = torch.zeros(B, T - 1, self.topk, dtype=torch.long, device=dev)
+        tlp = torch.full((B, T - 1, self.topk), -30.0, device=dev)
         off = 0
         for b, L in enumerate(lens):
             tokens[b, :L] = ids[off:off + L]
@@ -160,4 +168,4 @@ class Teacher:
             tid[b, :L - 1] = top_ids[off:off + L - 1]
             tlp[b, :L - 1] = top_lp[off:off + L - 1]
             off += L
-        return tokens, feats, tid, tlp, torch.tensor(lens)
+        return tokens, feats, tid, tlp, torch.tensor(lens, device=dev)

@@ -211,6 +211,7 @@ def dspark_forward(draft: DSparkDraft, tokens, feats, ids, lp, lens, anchor_frac
     real = torch.zeros(B, A, dtype=torch.bool)
     for b, a in enumerate(anchors):
         n[b, :len(a)], real[b, :len(a)] = a, True
+    n, real = n.to(dev), real.to(dev)
     h, U, positions = dspark_blocks(draft, tokens, feats, n)
     # row k (at position n + k - 1): previous token x_{k-1} = t_{n+k-1}, teacher row n + k - 1
     prev = draft.vocab.t2d[tokens.gather(1, positions.clamp(max=T - 1))]

@@ -44,7 +44,12 @@ FLAG_CASES = [
     (["--lr=1e-3", "--lr=1e-4"], "--lr", "given twice"),
     (["--eval_k=0"], "--eval_k", ">= 1"), (["--seq_len=0"], "--seq_len", ">= 1"), (["--gen_batch=0"], "--gen_batch", ">= 1"),
     (["--seed=1.5"], "--seed", "expected an integer"), (["--data_only=maybe"], "--data_only", "true or false"),
-    (["--device=cuda"], "--device", "unknown flag"),
+    # --device (issue 11's GPU run): the streaming recipe only; an unknown device names its choices
+    (["--device=cuda"], "--device", "--kind=both only"),
+    (["--device=tpu"], "--device", "allowed values"),
+    (["--curve_points=5,1"], "--curve_points", "ascending"),
+    (["--curve_points=1M"], "--curve_points", "comma-separated list of numbers"),
+    (["--wall_minutes=0"], "--wall_minutes", "> 0"),
 ]
 
 

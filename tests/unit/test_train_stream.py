@@ -37,8 +37,12 @@ def flags(model_dir, tmp_path, positions, **extra):
     return [f"--{k}={v}" for k, v in base.items()]
 
 
-def test_both_drafts_train_from_a_live_teacher_and_resume(tiny_llama_dir, tmp_path, capsys):
-    report = run_train(parse(*flags(tiny_llama_dir, tmp_path, 400)))
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=CUDA)])
+def test_both_drafts_train_from_a_live_teacher_and_resume(tiny_llama_dir, tmp_path, capsys, device):
+    report = run_train(parse(*flags(tiny_llama_dir, tmp_path, 400, device=device)))
     data = tmp_path / "data"
     rows = torch.load(data / "gen_00000.pt", weights_only=True)
     assert rows and set(rows[0]) == {"source", "id", "split", "prompt_len", "tokens"}  # token ids only
@@ -64,7 +68,7 @@ def test_both_drafts_train_from_a_live_teacher_and_resume(tiny_llama_dir, tmp_pa
     assert "explicit_flags" not in command and "--command=" not in command and "--output=" not in command
     first = torch.load(tmp_path / "ckpt.pt", weights_only=False)
     capsys.readouterr()
-    run_train(parse(*flags(tiny_llama_dir, tmp_path, 800)))
+    run_train(parse(*flags(tiny_llama_dir, tmp_path, 800, device=device)))
     assert "resuming from" in capsys.readouterr().out
     second = torch.load(tmp_path / "ckpt.pt", weights_only=False)
     assert second["step"] > first["step"] and second["positions"] >= 800
@@ -107,3 +111,42 @@ def test_refusals_name_the_flag(tiny_llama_dir, tmp_path):
     (tmp_path / "drafts" / "notes.txt").write_text("mine")
     with pytest.raises(InputFileError, match="--output"):
         run_train(parse(*args))
+
+
+def test_curve_points_and_the_wall_budget(tiny_llama_dir, tmp_path, capsys):
+    """--curve_points sets where the curve is measured; --wall_minutes (set-up and evaluations
+    included) stops the loop early enough to evaluate and save, long before --positions."""
+    run_train(parse(*flags(tiny_llama_dir, tmp_path, 10**9, curve_points="0,300,600", wall_minutes=0.25)))
+    out = capsys.readouterr().out
+    assert "wall budget (0.25 min) reached" in out
+    curve = json.loads((tmp_path / "drafts" / "dspark" / "curve.json").read_text())
+    points = [p["positions"] for p in curve]
+    assert points[0] == 0 and points[-1] < 10**9
+    # 0, the first counts at or past 300 and 600 (a batch may overshoot), then the final one
+    assert points == sorted(points) and len(points) <= 4
+    assert all(p == 0 or p >= 300 for p in points[:-1])
+    assert (tmp_path / "drafts" / "mtp" / "model.safetensors").is_file()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal where no CUDA device is visible")
+def test_cuda_without_a_gpu_is_refused_before_any_work(tiny_llama_dir, tmp_path):
+    with pytest.raises(ConfigError, match="--device=cuda: torch sees no CUDA device"):
+        run_train(parse(*flags(tiny_llama_dir, tmp_path, 10, device="cuda")))
+    assert not (tmp_path / "data").exists()
+
+
+def test_sampler_repeats_each_answer_at_most_gen_repeats_times_and_resumes(tmp_path):
+    raw = [("code", torch.arange(10, dtype=torch.int32))]
+    s = Sampler(raw, tmp_path, tokens=20, gen_share=0.5, repeats=3)
+    s.gen = [torch.full((10,), i, dtype=torch.int32) for i in range(2)]
+    reads = [s.next()[0][0][0].item() for _ in range(4)]
+    saved = s.state()
+    t = Sampler(raw, tmp_path, tokens=20, gen_share=0.5, repeats=3)
+    t.gen = list(s.gen)
+    t.restore(saved)  # a resumed run reads what the uninterrupted one reads
+    rest = [(s.next()[0][0][0].item(), t.next()[0][0][0].item()) for _ in range(4)]
+    assert all(a == b for a, b in rest)
+    reads += [a for a, _ in rest]
+    # each answer 3 times, then raw windows only (whose first token is 0 here: the raw window)
+    assert reads[:6] == [0, 1, 0, 1, 0, 1] and s.gen_rep == 4 and not s.queue
+    assert all(len(w) == 10 and w[0].item() == 0 and w[-1].item() == 9 for w in s.next()[0])
