@@ -50,33 +50,45 @@ def _decode_cells(stats: dict) -> str:
     return " / ".join("-" if v is None else f"{v:.2f}" for v in vals)
 
 
-def plot(curve: list[dict], refs: dict, path: str, walks: dict | None = None) -> None:
-    """Anchor means of the curve (solid), the decode walk of every --drafts whose config records its
-    training positions (dashed, squares), and the first other --drafts of each kind (dotted)."""
+def plot(curve: list[dict], refs: dict, path: str, walks: dict | None = None, ref_curve: list[dict] | None = None) -> None:
+    """The curve's anchor means (solid) and decode walk (dashed, where its points have one); a
+    reference run's curve (`ref_curve`, dotted, anchor means); the decode walk of every --drafts whose
+    config records its training positions (crosses, evaluated here), and the first other --drafts of
+    each kind (horizontal dotted line)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5), sharey=True)
     for ax, kind in zip(axes, ("mtp", "dspark")):
         xs = [max(p["positions"], 1) / 1e6 for p in curve]
         for s in SOURCES:
             ys = [p[kind]["heldout"].get(s, {}).get("mean_acceptance_length") for p in curve]
             ax.plot(xs, ys, marker="o", label=s)
             color = ax.lines[-1].get_color()
+            dec = [(x, p[kind]["heldout"].get(s, {}).get("decode_acceptance_length")) for x, p in zip(xs, curve)]
+            dec = [(x, y) for x, y in dec if y is not None]
+            if dec:
+                ax.plot(*zip(*dec), ls="--", marker="s", ms=3, color=color, label=f"{s}, decode walk")
+            if ref_curve:
+                ref = [(max(p["positions"], 1) / 1e6, p[kind]["heldout"].get(s, {}).get("mean_acceptance_length"))
+                       for p in ref_curve if kind in p]
+                ref = [(x, y) for x, y in ref if y is not None]
+                if ref:
+                    ax.plot(*zip(*ref), ls=":", marker=".", color=color, alpha=0.7, label=f"{s}, reference run")
             if kind in refs and s in refs[kind]:
                 ax.axhline(refs[kind][s]["mean_acceptance_length"], ls=":", lw=1, color=color)
             pts = sorted((pos / 1e6, st[s]["decode_acceptance_length"]) for pos, st in (walks or {}).get(kind, [])
                          if st.get(s, {}).get("decode_acceptance_length") is not None)
             if pts:
-                ax.plot(*zip(*pts), ls="--", marker="s", ms=4, color=color, label=f"{s}, decode walk")
+                ax.plot(*zip(*pts), ls="none", marker="x", ms=8, color=color, label=f"{s}, saved draft's decode walk")
         ax.set_xscale("symlog", linthresh=0.1)
-        ax.set_title(f"{kind} (solid: mean over anchors; dashed: decode walk)")
+        ax.set_title(f"{kind}: solid anchors, dashed decode walk")
         ax.set_xlabel("distinct training positions seen (M)")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("held-out mean acceptance length (k=5, greedy)")
-    axes[0].legend()
+    axes[0].legend(fontsize=7, ncol=2)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
@@ -87,6 +99,7 @@ def main(argv=None) -> int:
     p.add_argument("--data_dir", default=None, help="the run's --data_dir (its heldout_eval.pt), for --drafts and --cost")
     p.add_argument("--drafts", default="", help="kind:dir,... reference drafts evaluated on the same held-out set")
     p.add_argument("--png", default=None, help="write the curve as a PNG here")
+    p.add_argument("--ref_curve", default=None, help="curve.json of another run, drawn dotted for comparison")
     p.add_argument("--cost", action="store_true", help="time each draft call against a plain target step")
     args = p.parse_args(argv)
     curve = json.loads(Path(args.curve).read_text())
@@ -125,7 +138,8 @@ def main(argv=None) -> int:
         head = ["draft dir", "kind", "code", "chat", "prose", "decode: code / chat / prose"] + (["draft call / target step (B=1, k=5)"] if args.cost else [])
         print(markdown_table(head, rows))
     if args.png:
-        plot(curve, refs, args.png, walks)
+        ref_curve = json.loads(Path(args.ref_curve).read_text()) if args.ref_curve else None
+        plot(curve, refs, args.png, walks, ref_curve)
         print(f"wrote {args.png}")
     return 0
 

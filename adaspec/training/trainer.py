@@ -338,7 +338,10 @@ NOT_RECIPE = ("output", "data_dir", "checkpoint", "command", "explicit_flags")
 
 def recipe_command(args) -> str:
     """The train-draft command that reproduces a draft, from its parsed flags (stored in config.json)."""
-    return "adaspec train-draft " + " ".join(f"--{k}={v}" for k, v in sorted(vars(args).items())
+    def flag_value(v) -> str:  # lists (--curve_points) as the parser reads them
+        return ",".join(str(x) for x in v) if isinstance(v, (tuple, list)) else str(v)
+
+    return "adaspec train-draft " + " ".join(f"--{k}={flag_value(v)}" for k, v in sorted(vars(args).items())
                                              if v is not None and k not in NOT_RECIPE)
 
 

@@ -126,6 +126,8 @@ def test_curve_points_and_the_wall_budget(tiny_llama_dir, tmp_path, capsys):
     assert points == sorted(points) and len(points) <= 4
     assert all(p == 0 or p >= 300 for p in points[:-1])
     assert (tmp_path / "drafts" / "mtp" / "model.safetensors").is_file()
+    command = json.loads((tmp_path / "drafts" / "mtp" / "config.json").read_text())["recipe"]["command"]
+    assert "--curve_points=0,300,600 " in command and "--wall_minutes=0.25" in command  # flags as typed
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal where no CUDA device is visible")
