@@ -138,3 +138,15 @@ def test_bundled_greedy_answers_paris(engine_model, tokenizer):
         ids = torch.tensor([token])
     text = tokenizer.decode(out)
     assert "Paris" in text, text
+
+
+def test_encode_many_equals_encode_one_by_one(tokenizer):
+    """Tokenizer.encode_many (the streaming trainer's batched window tokenisation, issue 11) gives each
+    text exactly `encode`'s ids: code with indentation and unicode, prose, an empty string."""
+    import inspect
+    import textwrap
+
+    texts = [textwrap.dedent(inspect.getsource(test_bundled_model_converts_once)), "To be, or not to be: café ☕\n\n",
+             "", "    def f(x):\n\treturn x ** 2  # tabs and spaces\n" * 3]
+    assert tokenizer.encode_many(texts) == [tokenizer.encode(t) for t in texts]
+    assert tokenizer.encode_many([]) == []
