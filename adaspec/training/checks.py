@@ -22,6 +22,11 @@ from ..errors import InputFileError, UserError
 OWN_OUTPUTS = {"config.json", "model.safetensors", "report.json", "checkpoint.pt", "data"}
 MTP_ONLY = ("unroll",)
 DSPARK_ONLY = ("width", "layers", "rank", "anchor_frac")
+# the streaming recipe's own flags (--kind=both, joint_cli.py) and the stored-signal recipe's (--kind=mtp/dspark)
+STREAM_ONLY = ("stage", "positions", "batch_tokens", "gen_share", "gen_repeats", "code_tokens", "prose_tokens",
+               "chat_prompts", "code_prompts", "prose_prompts", "gen_minutes", "curve_prompts", "wall_minutes",
+               "curve_points", "student_bf16")
+STORED_ONLY = ("num_prompts", "raw_tokens", "data_minutes", "batch_size")
 TRAINING_FLAGS = ("steps", "max_minutes", "lr", "batch_size", "seq_len", "draft_vocab", "unroll", "width", "layers",
                   "rank", "anchor_frac", "ckpt_minutes", "eval_k", "checkpoint")
 
@@ -29,17 +34,23 @@ TRAINING_FLAGS = ("steps", "max_minutes", "lr", "batch_size", "seq_len", "draft_
 def flag_warnings(args) -> list[str]:
     """Flags given on the command line that change nothing for this run (README: warned)."""
     given = {f.lstrip("-") for f in getattr(args, "explicit_flags", ())}
+
+    def unused(names, why: str) -> list[str]:
+        names = [f"--{n}" for n in names if n in given]
+        return [f"{', '.join(names)} {'has' if len(names) == 1 else 'have'} no effect {why}"] if names else []
+
+    if args.kind == "both":
+        return unused(STORED_ONLY, "with --kind=both (the streaming recipe sizes its data with --chat_prompts, "
+                                   "--code_tokens, ... and its steps with --batch_tokens)")
     out = []
     other = DSPARK_ONLY if args.kind == "mtp" else MTP_ONLY
     for name in other:
         if name in given:
             out.append(f"--{name} has no effect with --kind={args.kind} (it is a "
                        f"{'DSpark' if args.kind == 'mtp' else 'MTP'} flag)")
+    out += unused(STREAM_ONLY, f"with --kind={args.kind} (streaming-recipe flags: they apply to --kind=both)")
     if args.data_only:
-        unused = [f"--{n}" for n in TRAINING_FLAGS if n in given]
-        if unused:
-            out.append(f"{', '.join(unused)} {'has' if len(unused) == 1 else 'have'} no effect with --data_only=true "
-                       "(nothing is trained)")
+        out += unused(TRAINING_FLAGS, "with --data_only=true (nothing is trained)")
     return out
 
 

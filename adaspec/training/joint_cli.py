@@ -122,7 +122,11 @@ def run_joint(args) -> dict:
     from .joint import train_joint
     from .selfdistill import GenRecipe, selfdistill
 
+    from .checks import flag_warnings
+
     output, data_dir, checkpoint = check_joint(args)
+    for line in flag_warnings(args):
+        print(f"adaspec train-draft: warning: {line}", file=sys.stderr)
     args.output, args.data_dir, args.checkpoint = str(output), str(data_dir), str(checkpoint)
     check_model_path(args.model) if args.model is not None else bundled_gguf_path()
     model_dir = resolve_model(args.model)

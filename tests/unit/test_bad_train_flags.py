@@ -124,3 +124,16 @@ def test_flags_without_effect_are_warned(tiny_llama_dir, tmp_path, capsys, monke
     warnings = flag_warnings(Args)
     assert any("--width has no effect with --kind=mtp" in w for w in warnings)
     assert any("--steps, --lr" in w or "--lr" in w and "--data_only=true" in w for w in warnings)
+
+    class Stored:  # the streaming recipe's flags with the stored-signal recipe, and the other way round
+        kind, data_only = "dspark", False
+        explicit_flags = {"--gen_share", "--wall_minutes", "--rank"}
+
+    class Streaming:
+        kind, data_only = "both", False
+        explicit_flags = {"--num_prompts", "--batch_size", "--unroll", "--rank", "--gen_share"}
+
+    assert flag_warnings(Stored) == ["--gen_share, --wall_minutes have no effect with --kind=dspark (streaming-recipe "
+                                     "flags: they apply to --kind=both)"]
+    both = flag_warnings(Streaming)  # --unroll and --rank train the MTP and DSpark students there: no warning
+    assert len(both) == 1 and both[0].startswith("--num_prompts, --batch_size have no effect with --kind=both")
