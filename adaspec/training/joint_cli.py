@@ -119,10 +119,9 @@ def run_joint(args) -> dict:
     from ..models.loader import bundled_gguf_path, check_model_path, load_model, read_model_config, resolve_model
     from ..models.loader import weights_fingerprint
     from ..preflight.model import check_weights, load_tokenizer
+    from .checks import flag_warnings
     from .joint import train_joint
     from .selfdistill import GenRecipe, selfdistill
-
-    from .checks import flag_warnings
 
     output, data_dir, checkpoint = check_joint(args)
     for line in flag_warnings(args):
