@@ -161,9 +161,10 @@ def train_joint(args, model_dir: Path, tokenizer, cfg, fingerprint: str, outputs
                    tmp)
         os.replace(tmp, checkpoint)
 
-    eval_seconds = [0.0]  # the last evaluation's duration: the wall budget keeps that much for the final one
+    eval_seconds = 0.0  # the last evaluation's duration: the wall budget keeps that much for the final one
 
     def evaluate_and_save(final: bool = False):
+        nonlocal eval_seconds
         t_eval = time.perf_counter()
         point = {"positions": positions, "step": step, "minutes": round(seconds / 60, 2)}
         valid = teacher_forced(tf32, sampler.valid[:96], layers)
@@ -188,7 +189,7 @@ def train_joint(args, model_dir: Path, tokenizer, cfg, fingerprint: str, outputs
         for k in students:
             replace_file(outputs[k] / "curve.json", (json.dumps(curve, indent=1) + "\n").encode())
         save_ckpt()
-        eval_seconds[0] = time.perf_counter() - t_eval
+        eval_seconds = time.perf_counter() - t_eval
 
     next_points = [p for p in (args.curve_points or CURVE_POINTS) if p > positions] + [math.inf]
     if not curve:
@@ -201,7 +202,7 @@ def train_joint(args, model_dir: Path, tokenizer, cfg, fingerprint: str, outputs
 
     def wall_left() -> float:
         """Seconds the loop may still train: to the wall budget's end, less the final evaluation."""
-        return math.inf if wall_end is None else wall_end - 1.5 * eval_seconds[0] - 5 - time.perf_counter()
+        return math.inf if wall_end is None else wall_end - 1.5 * eval_seconds - 5 - time.perf_counter()
 
     while positions < target_pos and seconds < budget and step < args.steps and wall_left() > 0:
         t0 = time.perf_counter()

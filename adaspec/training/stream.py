@@ -94,8 +94,7 @@ def build_windows(tokenizer, recipe: StreamRecipe, gen_seqs: list[tuple[str, lis
             if used >= budget:
                 break
             texts = [t for t in (corpus._read(p) for p in files[start:start + 64]) if len(t) >= 200]
-            encode_many = getattr(tokenizer, "encode_many", None)
-            for ids in (encode_many(texts) if encode_many else [tokenizer.encode(t) for t in texts]):
+            for ids in tokenizer.encode_many(texts):
                 if used >= budget:
                     break
                 used += _cut(ids, recipe.seq_len, source, windows, budget - used)
