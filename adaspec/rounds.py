@@ -28,6 +28,10 @@ class RoundPlan:
     exact: bool = False  # "fixed" verifies exactly verify_lens, proposals or not (calibration measures shapes)
     # "sync": the weight of extra tokens in the admission's throughput (adaptive/closed_batch.py; 1 = all count)
     token_value: float = 1.0
+    # indices (batch order) of the decoding requests that draft this round; None = all. The others
+    # verify nothing (their verify_lens are 0) and keep their refresh entries pending: a probe of the
+    # plain floor drafts for a few requests only (adaptive/floor.py, probe_requests)
+    draft_only: tuple[int, ...] | None = None
 
     @staticmethod
     def plain(num_decoding: int) -> "RoundPlan":
@@ -42,6 +46,9 @@ class RoundPlan:
                              "draft steps, draft steps <= the plan's)")
         if out.admission == "budget" and out.row_budget is None:
             raise ValueError("plan_transform: a 'budget' plan needs row_budget")
+        if out.draft_only is not None and (out.draft_only != self.draft_only or any(
+                L for i, L in enumerate(out.verify_lens) if i not in set(out.draft_only))):
+            raise ValueError("plan_transform may not change which requests draft (draft_only)")
         if out.admission != "fixed" and not has_verify_controller:
             raise ValueError(f"plan_transform: admission {out.admission!r} needs rounds.verify_controller")
         return out

@@ -23,7 +23,7 @@ import sys
 import time
 
 from ..adaptive.closed_batch import closed_batch_value
-from ..adaptive.floor import PlainFloor, floor_applies
+from ..adaptive.floor import PlainFloor, floor_applies, probe_requests
 from ..adaptive.step_controller import DraftStepController, StepPolicy
 from ..adaptive.verify_budget import budget_drafts
 from ..adaptive.verify_controller import VerifyController
@@ -265,13 +265,27 @@ class AdaptiveControl:
             if not gain:  # a probe, or the floor is off: draft at the cheapest prepared budget
                 G = self.geometry.pad_rows(self.geometry.pad_requests(B), B)
                 self.verify.g_histogram[G] += 1
-            return RoundPlan(self.width, caps, "budget", G, round_id, probe=verdict == "probe")
+            subset, caps = self._probe_subset(decoding, caps) if verdict == "probe" else (None, caps)
+            return RoundPlan(self.width, caps, "budget", G, round_id, probe=verdict == "probe", draft_only=subset)
         verdict = (self.floor.decide(self.verify.predicts_gain(B, round_id=round_id, max_lens=list(caps), kv_len=kv_len,
                                                                token_value=value))
                    if self.floor is not None else "draft")
         if verdict == "skip":
             return RoundPlan(0, (0,) * B, round_id=round_id)
-        return RoundPlan(self.width, caps, "sync", round_id=round_id, probe=verdict == "probe", token_value=value)
+        subset, caps = self._probe_subset(decoding, caps) if verdict == "probe" else (None, caps)
+        return RoundPlan(self.width, caps, "sync", round_id=round_id, probe=verdict == "probe", token_value=value,
+                         draft_only=subset)
+
+    def _probe_subset(self, decoding, caps: tuple[int, ...]) -> tuple[tuple[int, ...] | None, tuple[int, ...]]:
+        """A probe's requests (floor.probe_requests of them, the fewest pending refresh entries first, then
+        batch order) and the caps with the others' set to 0; (None, caps) when that is the whole batch."""
+        n = probe_requests(len(decoding))
+        if n >= len(decoding):
+            return None, caps
+        pending = self.engine.rounds.pending_entries
+        order = sorted(range(len(decoding)), key=lambda i: (pending(decoding[i].request_id), i))
+        subset = tuple(sorted(order[:n]))
+        return subset, tuple(c if i in subset else 0 for i, c in enumerate(caps))
 
     def token_value(self, B: int) -> float:
         """Adaptive verify's weight of extra tokens for this round (adaptive/closed_batch.py): below 1 only
@@ -291,9 +305,10 @@ class AdaptiveControl:
         if self.step is not None:
             self.step.observe(result.verify_lens, result.num_accepted, round_id=round_id)
         elif any(result.draft_scores) and (self.verify.mode == "async" or self.floor is not None):
-            # a round that skipped its draft has no scores; synchronous admission without the floor's
-            # gate reads no lagged feedback at all (its heap would only grow)
-            self.verify.observe(result.draft_scores, round_id=round_id)
+            # a round that skipped its draft has no scores, nor do the requests a probe left out;
+            # synchronous admission without the floor's gate reads no lagged feedback at all (its heap
+            # would only grow)
+            self.verify.observe([s for s in result.draft_scores if s], round_id=round_id)
 
     def summary(self) -> dict:
         if self.step is not None:

@@ -14,7 +14,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from adaspec.adaptive.floor import PlainFloor
+from adaspec.adaptive.floor import PlainFloor, probe_requests
 from adaspec.adaptive.step_controller import DraftStepController
 from adaspec.adaptive.verify_controller import VerifyController
 from staggered import run_staggered
@@ -65,7 +65,7 @@ class CountingDrafter:
     """Wraps the replay drafter and counts the proposing calls (refresh-only calls would be counted too)."""
 
     def __init__(self, inner):
-        self.inner, self.calls, self.steps = inner, 0, []
+        self.inner, self.calls, self.steps, self.sizes = inner, 0, [], []
 
     def __getattr__(self, name):
         return getattr(self.inner, name)
@@ -73,6 +73,7 @@ class CountingDrafter:
     def draft(self, batch):
         self.calls += 1
         self.steps.append(batch.num_steps)
+        self.sizes.append(len(batch.slots))
         return self.inner.draft(batch)
 
 
@@ -88,6 +89,18 @@ def test_skipped_rounds_do_not_draft_and_greedy_stays_exact(tiny_llama_dir, plai
     eng.control.floor = PlainFloor(probe_interval=4)
     counting = CountingDrafter(eng.rounds.drafter)
     eng.rounds.drafter = counting
+    plans, run = [], eng.rounds.run
+
+    def recording_run(chunks, plan):  # every drafting round's plan, with the pending entries before it
+        decoding = [c.request.request_id for c in chunks if c.is_decode]
+        if plan.num_steps and decoding:
+            plans.append((plan, [eng.rounds.pending_entries(r) for r in decoding]))
+        result = run(chunks, plan)
+        if plan.num_steps and plan.draft_only is not None:
+            assert all(L == 0 for i, L in enumerate(result.verify_lens) if i not in plan.draft_only)
+            assert all(not s for i, s in enumerate(result.draft_scores) if i not in plan.draft_only)
+        return result
+    eng.rounds.run = recording_run
     done = run_staggered(eng, PROMPTS, params)
     for i, r in enumerate(ref):
         assert done[i].token_ids == r.token_ids, (mode, i)
@@ -97,6 +110,20 @@ def test_skipped_rounds_do_not_draft_and_greedy_stays_exact(tiny_llama_dir, plai
     assert counting.calls == s["rounds"] - s["skipped_draft"]  # skipped rounds never reach the drafter
     assert all(k == eng.num_draft_tokens for k in counting.steps)  # no refresh-only calls: refresh is deferred
     assert eng.control.summary()["probes"] == s["probes"]
+    # a probe drafts for a quarter of the batch (at least one request), those with the fewest pending
+    # refresh entries; every other drafting round drafts for the whole batch
+    assert len(plans) == counting.calls
+    subsets = 0
+    for (plan, pending), size in zip(plans, counting.sizes):
+        B = len(plan.verify_lens)
+        if not plan.probe or probe_requests(B) == B:
+            assert plan.draft_only is None and size == B
+            continue
+        subsets += 1
+        assert size == len(plan.draft_only) == probe_requests(B)
+        assert max(pending[i] for i in plan.draft_only) <= min(
+            pending[i] for i in range(B) if i not in plan.draft_only)
+    assert subsets > 0
 
 
 @pytest.mark.parametrize("mode", ["draft_step", "draft_step_overlap"])
