@@ -24,8 +24,8 @@ drafted G = B cost, a conservative floor (the log says so).
 
 A skipped round yields no scores, so the lagged estimate would freeze at "do not speculate".
 Exploration is bounded and counted: after `probe_interval` consecutive skipped rounds the next
-round drafts anyway (a *probe*: full width, admitted by the normal rule, its scores feed the
-estimate). A probe that does not change the verdict doubles the interval, up to
+round drafts anyway (a *probe*: full width for the requests it drafts for, below; sync admits
+them by the normal rule, async at the cheapest budget, G = B; its scores feed the estimate). A probe that does not change the verdict doubles the interval, up to
 `max_probe_interval` (the draft keeps losing, so asking again costs more than it can find); a
 round predicted to gain resets it. The probe share is therefore at most 1 / (probe_interval + 1)
 of the rounds, and falls towards 1 / (max_probe_interval + 1) in a long losing stretch;
