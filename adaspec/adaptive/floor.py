@@ -10,10 +10,14 @@ and costs what a plain round costs. The drafter's context refresh is deferred to
 Which rounds skip is decided before the round, from lagged feedback only:
 - async (R-D4): the lag-2 budget G is known before the draft runs; G = B means no candidate;
 - sync (R-D3a): admission needs the current round's scores, so the draft must run to admit
-  anything. The gate predicts from the newest lagged rounds with the async estimator
-  (`budget_from_lagged`, the same cost table): if even the best budget adds no row, the round
-  is predicted to lose and skips the draft. Rounds that draft are admitted exactly as before
-  (the draft is then paid for, so the early stop compares with the drafted G = B cost).
+  anything. The gate predicts from the newest lagged rounds what the early-stopping admission
+  will do (`sync_gain_from_lagged`: the early stop walked over the expected sorted path
+  probabilities, the same cost table): if it stops before the first candidate, or where a plain
+  round is predicted at least as fast, the round is predicted to lose and skips the draft.
+  (Until 12-04 the gate used the async estimator, which searches past the cliffs of the cost
+  curve that the early stop cannot cross: on prose at B = 4, 4% of the rounds drafted and then
+  admitted nothing.) Rounds that draft are admitted exactly as before (the draft is then paid
+  for, so the early stop compares with the drafted G = B cost).
 
 Every table cell G >= B is a round *with* the full draft. The calibration therefore also measures
 one plain round per request bucket (`CostTable.plain_cost_ms`, metadata `plain_ms`), and the

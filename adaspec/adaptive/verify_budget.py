@@ -239,6 +239,54 @@ def budget_from_lagged(
     return BudgetDecision(G, predicted, "argmax")
 
 
+def sync_gain_from_lagged(
+    lagged_P: Sequence,
+    B: int,
+    bcap: int,
+    cost_ms: CostFn,
+    pad_rows: PadRowsFn,
+    *,
+    width: int,
+    max_candidates: int | None = None,
+    plain_cost: float | None = None,
+    token_value: float = 1.0,
+) -> BudgetDecision:
+    """What a synchronous round would admit, predicted from lagged rounds: `sync_admission`'s early
+    stop walked over the expected sorted path probabilities (`expected_top_sums`) instead of the
+    current round's. The synchronous gate of the plain floor (adaptive/floor.py) uses it, so a round
+    drafts only where the rule that will admit its candidates is predicted to add a row that pays:
+    the asynchronous estimator searches past the cliffs of the cost curve (a row that crosses into
+    the next prepared bucket pays for the whole bucket), which the early stop cannot. G is the padded
+    rows the early stop reaches; reason "plain" when that admits nothing or a plain round is predicted
+    at least as fast, "early stop" otherwise."""
+    n_max = B * width if max_candidates is None else max(0, min(B * width, int(max_candidates)))
+    S = expected_top_sums(lagged_P, B, width)
+    costs: dict[int, float | None] = {}
+
+    def throughput(n: int) -> float | None:
+        G = pad_rows(bcap, B + n)
+        if G is None:
+            return None
+        if G not in costs:
+            costs[G] = cost_ms(bcap, G)
+        return None if costs[G] is None else (B + token_value * S[n]) / costs[G]
+
+    best = throughput(0)
+    if best is None:
+        return BudgetDecision(B, {}, f"fallback: cost not covered at bcap={bcap}, rows={B}")
+    n = 0
+    while n < n_max:
+        theta = throughput(n + 1)
+        if theta is None or theta < best:
+            break
+        best, n = theta, n + 1
+    G = pad_rows(bcap, B + n)
+    predicted = {G: best}
+    if n == 0 or (plain_cost is not None and plain_cost > 0 and B / plain_cost >= best):
+        return BudgetDecision(B, {**predicted, 0: B / plain_cost} if plain_cost else predicted, "plain")
+    return BudgetDecision(G, predicted, "early stop")
+
+
 def allocate_in_budget(P_current: torch.Tensor, G: int, max_lens: torch.Tensor | None = None) -> torch.Tensor:
     """Verify lengths [B] (int64, on P's device) giving the G - B extra rows to the top-ranked current
     candidates. Tensor ops only, no host sync (G and B are host ints decided in advance)."""

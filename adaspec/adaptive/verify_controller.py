@@ -22,7 +22,7 @@ from ..geometry import first_covering
 from .feedback import DEFAULT_PRIOR_RATE, LaggedFeedback
 from .scoring import path_probabilities
 from .verify_budget import (BudgetDecision, CostFn, PadRowsFn, allocate_in_budget, budget_drafts, budget_from_lagged,
-                            full_width_rows, sync_admission, verify_caps)
+                            full_width_rows, sync_admission, sync_gain_from_lagged, verify_caps)
 
 
 # ---- controller -------------------------------------------------------------------------------
@@ -128,15 +128,19 @@ class VerifyController:
     def predicts_gain(self, B: int, round_id: int | None = None, max_lens=None, kv_len: int | None = None,
                       token_value: float = 1.0) -> bool:
         """Synchronous mode's draft gate (adaptive/floor.py): False when the lagged rounds (before any
-        are visible: the prior) predict that no budget above B rows pays, so the round should skip the
-        draft; True otherwise (no request bucket, outside the calibrated coverage, no feedback with
-        prior_rate None: draft and admit as R-D3a says)."""
+        are visible: the prior) predict that the early-stopping admission will add no row that pays
+        (sync_gain_from_lagged; in async mode: that no budget above B rows pays), so the round should
+        skip the draft; True otherwise (no request bucket, outside the calibrated coverage, no feedback
+        with prior_rate None: draft and admit as R-D3a says)."""
         self._take_feedback(round_id)
         bcap = self.pad_requests(B)
         if (not self.lagged and self.prior_rate is None) or bcap is None or bcap not in self.target_buckets \
                 or self._uncovered(bcap, kv_len):
             return True
         cap = self._cap_sum(max_lens, B)
+        if self.mode == "sync":  # predict what the early stop will admit, not the best budget (sync_gain_from_lagged)
+            reason = self._budget(B, bcap, cap, kv_len, token_value, early_stop=True).reason
+            return reason.startswith(("early stop", "fallback"))
         d = self._budget(B, bcap, cap, kv_len, token_value)
         return budget_drafts(d.reason, d.G, B)
 
@@ -155,17 +159,24 @@ class VerifyController:
             self.lagged.extend(new)
             self._memo.clear()  # the estimate changed
 
-    def _budget(self, B: int, bcap: int, cap: int | None, kv_len: int | None, token_value: float = 1.0) -> BudgetDecision:
-        """budget_from_lagged, memoised until new feedback arrives (a pure function of its inputs; the
-        plain cost depends on kv_len only through coverage, which the caller has checked)."""
-        key = (B, bcap, cap, token_value)
+    def _budget(self, B: int, bcap: int, cap: int | None, kv_len: int | None, token_value: float = 1.0,
+                early_stop: bool = False) -> BudgetDecision:
+        """budget_from_lagged (or, `early_stop`, sync_gain_from_lagged), memoised until new feedback
+        arrives (a pure function of its inputs; the plain cost depends on kv_len only through coverage,
+        which the caller has checked)."""
+        key = (B, bcap, cap, token_value, early_stop)
         d = self._memo.get(key)
         if d is None:
             cold = not self.lagged
             lagged = list(self.lagged) if not cold else [np.tile(self.prior_rate ** np.arange(1, self.width + 1), (B, 1))]
-            d = budget_from_lagged(lagged, B, bcap, self.cost_ms, self.target_buckets,
-                                   width=self.width, max_candidates=cap, plain_cost=self._plain(bcap, kv_len),
-                                   token_value=token_value)
+            if early_stop:
+                d = sync_gain_from_lagged(lagged, B, bcap, self.cost_ms, self.pad_rows, width=self.width,
+                                          max_candidates=cap, plain_cost=self._plain(bcap, kv_len),
+                                          token_value=token_value)
+            else:
+                d = budget_from_lagged(lagged, B, bcap, self.cost_ms, self.target_buckets,
+                                       width=self.width, max_candidates=cap, plain_cost=self._plain(bcap, kv_len),
+                                       token_value=token_value)
             if cold:
                 d = dataclasses.replace(d, reason=f"{d.reason} (cold start: prior rate {self.prior_rate:g})")
             if len(self._memo) > 256:

@@ -290,3 +290,33 @@ def test_lagged_feedback_stays_bounded_over_a_long_sync_run(tiny_llama_dir, plai
                   **_mode_flags("verify_sync", cal_files))
     llm.generate(PROMPTS, params)
     assert llm.engine.control.verify.feedback.pending <= 2
+
+
+def test_sync_gate_predicts_what_the_early_stop_admits_not_the_best_budget():
+    """A candidate worth 0.9 of a token cannot pay for a row bucket of 4 rows costing 1.5x (the
+    early stop admits nothing), although four such candidates would (the async estimator searches
+    past that cliff): the sync gate skips the draft, the async budget drafts."""
+    from adaspec.adaptive.verify_budget import budget_from_lagged, sync_gain_from_lagged
+
+    def cost(c8):  # bcap 4: rows 5..8 pad to the bucket of 8, rows 9..16 to 16
+        return lambda bcap, G: {4: 1.0, 8: c8, 16: 3.0}[G]
+    pad = lambda bcap, rows: 4 if rows <= 4 else 8 if rows <= 8 else 16 if rows <= 16 else None  # noqa: E731
+    buckets = {4: [4, 8, 16]}
+    lagged = [np.tile([0.9, 0.0, 0.0], (4, 1))]
+    d = budget_from_lagged(lagged, 4, 4, cost(1.5), buckets, plain_cost=0.95)
+    assert d.reason == "argmax" and d.G == 8  # (4 + 3.6) / 1.5 = 5.07 > 4 / 0.95
+    s = sync_gain_from_lagged(lagged, 4, 4, cost(1.5), pad, width=3, plain_cost=0.95)
+    assert s.reason == "plain" and s.G == 4  # (4 + 0.9) / 1.5 < 4 / 1.0: the early stop admits nothing
+    sync = VerifyController(3, cost(1.5), lambda B: 4 if B <= 4 else None, buckets, pad, mode="sync", lag=1,
+                            plain_ms=lambda bcap, kv: 0.95)
+    sync.observe(np.tile([0.9, 0.0, 0.0], (4, 1)), round_id=0)
+    assert not sync.predicts_gain(4, round_id=1)
+    # a cheaper cliff: the first candidate pays for it, the early stop walks on to the 8-row bucket
+    s = sync_gain_from_lagged(lagged, 4, 4, cost(1.2), pad, width=3, plain_cost=0.95)
+    assert s.reason == "early stop" and s.G == 8 and s.predicted[8] == pytest.approx(7.6 / 1.2)
+    cheap = VerifyController(3, cost(1.2), lambda B: 4 if B <= 4 else None, buckets, pad, mode="sync", lag=1,
+                             plain_ms=lambda bcap, kv: 0.95)
+    cheap.observe(np.tile([0.9, 0.0, 0.0], (4, 1)), round_id=0)
+    assert cheap.predicts_gain(4, round_id=1)
+    # outside the cost coverage the gate drafts (R-D3a's full-width fallback decides)
+    assert sync_gain_from_lagged(lagged, 4, 4, lambda bcap, G: None, pad, width=3).reason.startswith("fallback")
