@@ -59,4 +59,6 @@ class RoundResult:
     new_tokens: list[list[int]]  # per chunk of the batch: tokens to commit ([] for a non-final prefill chunk)
     verify_lens: list[int]  # per decoding request: L_b
     num_accepted: list[int]  # per decoding request: m_b (<= L_b)
-    draft_scores: list[list[float]] = field(default_factory=list)  # per decoding request: scores of its num_steps drafts
+    # per decoding request: scores of its num_steps drafts ([] for a request that did not draft: a round
+    # without draft steps, or one a probe left out, RoundPlan.draft_only)
+    draft_scores: list[list[float]] = field(default_factory=list)
