@@ -114,12 +114,9 @@ class AdmissionDecision:
     reason: str  # "early stop", "all candidates admitted", "fallback: ..."
 
 
-def sync_admission(P, bcap: int, cost_ms: CostFn, pad_rows: PadRowsFn, max_lens=None,
-                   token_value: float = 1.0) -> AdmissionDecision:
-    """DSpark Algorithm 1 with early stop (R-D3a). Uses the host (P may be a device tensor)."""
-    Ph = _host_paths(P)
-    B, w = Ph.shape
-    caps = verify_caps(max_lens, B, w)
+def _padded_cost(bcap: int, cost_ms: CostFn, pad_rows: PadRowsFn) -> Callable[[int], "float | None"]:
+    """rows -> ms of a round at bcap with those rows padded to their prepared bucket (None where no
+    bucket or no cost covers them), each bucket's cost looked up once."""
     costs: dict[int, float | None] = {}
 
     def cost_of(rows: int) -> float | None:
@@ -129,6 +126,16 @@ def sync_admission(P, bcap: int, cost_ms: CostFn, pad_rows: PadRowsFn, max_lens=
         if G not in costs:
             costs[G] = cost_ms(bcap, G)
         return costs[G]
+    return cost_of
+
+
+def sync_admission(P, bcap: int, cost_ms: CostFn, pad_rows: PadRowsFn, max_lens=None,
+                   token_value: float = 1.0) -> AdmissionDecision:
+    """DSpark Algorithm 1 with early stop (R-D3a). Uses the host (P may be a device tensor)."""
+    Ph = _host_paths(P)
+    B, w = Ph.shape
+    caps = verify_caps(max_lens, B, w)
+    cost_of = _padded_cost(bcap, cost_ms, pad_rows)
 
     def full_width(why: str) -> AdmissionDecision:
         lens = caps.tolist()
@@ -261,15 +268,11 @@ def sync_gain_from_lagged(
     at least as fast, "early stop" otherwise."""
     n_max = B * width if max_candidates is None else max(0, min(B * width, int(max_candidates)))
     S = expected_top_sums(lagged_P, B, width)
-    costs: dict[int, float | None] = {}
+    cost_of = _padded_cost(bcap, cost_ms, pad_rows)
 
     def throughput(n: int) -> float | None:
-        G = pad_rows(bcap, B + n)
-        if G is None:
-            return None
-        if G not in costs:
-            costs[G] = cost_ms(bcap, G)
-        return None if costs[G] is None else (B + token_value * S[n]) / costs[G]
+        c = cost_of(B + n)
+        return None if c is None else (B + token_value * S[n]) / c
 
     best = throughput(0)
     if best is None:
