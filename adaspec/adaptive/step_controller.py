@@ -28,10 +28,15 @@ Cold start (issue 13): the first covered batch chooses k from the cost table und
 prior (`prior_rate` per position, default 0.5: a_i = 0.5^i), the same argmax as every re-score,
 instead of k_max (`cold_start="k_max"` keeps the old start, for tests of the re-scoring rules); the
 decision record says "cold start". After that the controller never
-re-scores on the prior alone (with no draft in the window it keeps k).
+re-scores on the prior alone (with no draft in the window it keeps k). When the prior's argmax is
+k = 0, that first batch is a probe (the best k >= 1 under the prior, counted as every probe): the
+prior is a statement, not a measurement, and waiting the probe interval to measure (48 batches at
+B = 8 with the bundled MTP draft, where the table prices k = 1 at 1.6x plain) left held-out prose at
+plain decoding for a quarter of a 256-token run while a fixed k = 1 paid 8%.
 
 Exploration is bounded and counted: the only rounds run against the estimate are the k = 0 probes
-below, at most 1 / probe_interval of the batches (the probe batch counts towards the next interval) (`probe_rounds`, `exploration_summary()`,
+below, at most 1 / probe_interval of the batches (the probe batch counts towards the next interval)
+plus the cold start's one (`probe_rounds`, `exploration_summary()`,
 the start-up log line `describe_exploration()`, and the metrics).
 
 Coverage: the candidates for a Bcap are the k in {1..k_max} (plus 0 when `allow_zero`) whose cost
@@ -184,6 +189,7 @@ class DraftStepController:
             return self.k_max
         self._fallback_bcap = ()
 
+        cold_probe = False
         if self._cold:
             self._cold = False
             previous = self.k
@@ -191,6 +197,7 @@ class DraftStepController:
             self.k = best
             if best == 0:
                 self._zero_since = self._zero_entered = self.completed
+                cold_probe = bool(self.probe_interval) and not self.window.has_data
             self.decisions.append(StepDecision(self.completed, batch_size, bcap, previous, best,
                                                f"cold start (prior rate {self.window.prior_rate:g})", predicted))
 
@@ -200,7 +207,8 @@ class DraftStepController:
             self._rescore(batch_size, bcap, table)
 
         k = self.k
-        if k == 0 and self.probe_interval and self.completed - self._zero_since >= self.probe_every(table):
+        due = self.probe_interval and self.completed - self._zero_since >= self.probe_every(table)
+        if k == 0 and (cold_probe or due):
             self._zero_since = self.completed
             k = _best_speculative(batch_size, self.window.prefix_acceptance(), table)
             self.probe_rounds += 1
@@ -213,7 +221,8 @@ class DraftStepController:
         share = f"<= {100.0 / self.probe_interval:.1f}% of batches" if self.probe_interval else "never"
         return (f"[adaspec] exploration: the first batch chooses k from the cost table under a prior acceptance "
                 f"of {self.window.prior_rate:g} per position (not k_max); at k = 0 one probe batch runs the best "
-                f"k >= 1 after every {self.probe_interval} batches (probe rate {share}); k = 0 is left when speculation "
+                f"k >= 1 after every {self.probe_interval} batches (probe rate {share}; and the first batch, when the "
+                f"prior alone chose k = 0); k = 0 is left when speculation "
                 f"{self.policy.zero_confidence:g} standard errors above the measured acceptance, whose weight halves "
                 f"every {self.policy.window_size} batches at k = 0, beats plain by > {self.policy.switch_min_gain:g}; where "
                 f"the cheapest k >= 1 costs more than {1 + self.policy.explore_overhead:g}x plain, probes and aging slow "

@@ -201,13 +201,39 @@ def test_cold_start_at_k_zero_probes_at_a_bounded_counted_rate():
     for i in range(55):
         ks.append(ctrl.plan(1, round_id=i))
         ctrl.observe([min(ks[-1], 2)], [0], round_id=i)  # probes reject everything
-    assert ks[0] == 0 and ctrl.decisions[0].reason.startswith("cold start")
+    assert ctrl.decisions[0].reason.startswith("cold start") and ctrl.decisions[0].k == 0
+    assert ks[0] == 1 and ks[1:10] == [0] * 9  # the prior chose k = 0: the first batch measures it (a probe)
     probes = [i for i, k in enumerate(ks) if k]
-    assert probes and all(ks[i] == 1 for i in probes)  # the cheapest useful look, not k_max
-    assert ctrl.probe_rounds == len(probes) <= 55 // 10
+    assert all(ks[i] == 1 for i in probes)  # the cheapest useful look, not k_max
+    assert ctrl.probe_rounds == len(probes) <= 1 + 55 // 10  # the cold start's probe + one per interval
     s = ctrl.exploration_summary()
-    assert s["rounds"] == 55 and s["probes"] == len(probes) and s["probe_share"] <= 1 / 10 + 1e-9
+    assert s["rounds"] == 55 and s["probes"] == len(probes) and s["probe_share"] <= (1 + 55 // 10) / 55 + 1e-9
     assert "probe rate <= 10.0% of batches" in ctrl.describe_exploration()
+
+
+def test_cold_start_at_k_zero_leaves_it_on_the_first_measurement_when_speculation_pays():
+    """The prior (0.5 per position) prices k = 1 under plain on this table (1.5 / 1.6 < 1); the drafts
+    accept 90%, so the first batch's probe is what moves the controller to k = 1 at its next re-score,
+    not a probe interval later (48 batches at B = 8 with the bundled MTP draft, issue 13)."""
+    ctrl = DraftStepController(2, StepPolicy(update_interval=5), table_cost({0: 1.0, 1: 1.6, 2: 2.2}),
+                               pad_requests, probe_interval=20)
+    ks = []
+    for i in range(30):
+        ks.append(ctrl.plan(8, round_id=i))
+        acc = [int((8 * i + j) % 10 != 0) for j in range(8)]  # 90% accepted
+        ctrl.observe([min(ks[-1], 1)] * 8, [min(a, ks[-1]) for a in acc], round_id=i)
+    assert ctrl.decisions[0].k == 0 and ks[0] == 1 and ctrl.decisions[1].reason == "probe"
+    assert ks[5:] == [1] * 25  # left k = 0 at the first re-score (5 completed batches), kept k = 1
+
+
+def test_no_cold_probe_without_probes_or_once_measured():
+    """probe_interval = 0 means never probe, the cold start included; and a controller that already has
+    feedback when it first plans (observed before its first batch) chooses on it, no probe."""
+    ctrl = DraftStepController(1, StepPolicy(), table_cost({0: 1.0, 1: 5.0}), pad_requests, probe_interval=0)
+    assert [ctrl.plan(1) for _ in range(3)] == [0, 0, 0] and ctrl.probe_rounds == 0
+    ctrl = DraftStepController(1, StepPolicy(), table_cost({0: 1.0, 1: 5.0}), pad_requests, probe_interval=20)
+    ctrl.observe([1], [0])
+    assert ctrl.plan(1) == 0 and ctrl.probe_rounds == 0
 
 
 # ---- k = 0 against an optimistic speculation (issue 13; adaspec's extension, zero_confidence) ----
