@@ -89,8 +89,9 @@ class PlainFloor:
                              f"({self.probe_interval})")
         self._interval = self.probe_interval
 
-    def decide(self, predicted_gain: bool) -> str:
-        """'draft', 'skip' or 'probe' for the round about to be planned."""
+    def decide(self, predicted_gain: bool, can_verify: bool = True) -> str:
+        """'draft', 'skip' or 'probe' for the round about to be planned. `can_verify` False (no request
+        may verify a draft token this round): a probe due waits for a round whose draft can be measured."""
         self.rounds += 1
         if predicted_gain:
             self._streak, self._probed, self._interval = 0, False, self.probe_interval
@@ -98,7 +99,7 @@ class PlainFloor:
         if self._probed:  # the probe did not change the verdict: ask less often
             self._probed = False
             self._interval = min(self.max_probe_interval, 2 * self._interval)
-        if self.probe_interval and self._streak >= self._interval:
+        if self.probe_interval and self._streak >= self._interval and can_verify:
             self._streak, self._probed = 0, True
             self.probes += 1
             return "probe"

@@ -29,7 +29,8 @@ prior (`prior_rate` per position, default 0.5: a_i = 0.5^i), the same argmax as 
 instead of k_max (`cold_start="k_max"` keeps the old start, for tests of the re-scoring rules); the
 decision record says "cold start". After that the controller never
 re-scores on the prior alone (with no draft in the window it keeps k). When the prior's argmax is
-k = 0, that first batch is a probe (the best k >= 1 under the prior, counted as every probe): the
+k = 0, the first batch that can verify a draft is a probe (the best k >= 1 under the prior, counted as
+every probe; the stream's first decoding rounds often verify nothing, their row budget spent on prefill): the
 prior is a statement, not a measurement, and waiting the probe interval to measure (48 batches at
 B = 8 with the bundled MTP draft, where the table prices k = 1 at 1.6x plain) left held-out prose at
 plain decoding for a quarter of a 256-token run while a fixed k = 1 paid 8%.
@@ -143,6 +144,7 @@ class DraftStepController:
         self.feedback: LaggedFeedback[tuple[list[int], list[int]]] = LaggedFeedback(lag)
         self.k = k_max
         self._cold = cold_start == "prior"  # the first covered batch chooses k under the prior
+        self._cold_probe = False  # the prior chose k = 0 and no probe has measured it yet
         self.probe_rounds = 0
         self.last_probe = False  # whether the batch plan() returned last is a probe
         self._epoch = 0  # completed // update_interval at the last re-score
@@ -164,9 +166,12 @@ class DraftStepController:
         self.feedback.push(round_id, (list(verify_lens), list(num_accepted)))
 
     # ---- planning -----------------------------------------------------------------------
-    def plan(self, batch_size: int, round_id: int | None = None, kv_len: int | None = None) -> int:
+    def plan(self, batch_size: int, round_id: int | None = None, kv_len: int | None = None,
+             can_verify: bool = True) -> int:
         """The step count for the batch about to be submitted (round `round_id`; `kv_len`: the
-        batch's longest KV length, only passed on to `covers`)."""
+        batch's longest KV length, only passed on to `covers`). `can_verify` False: no request of this
+        batch may verify a draft token (prefill took the round's row budget, or every request is at
+        its last token); a probe due then waits for a batch whose drafts can be measured."""
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         self.last_probe = False
@@ -189,7 +194,6 @@ class DraftStepController:
             return self.k_max
         self._fallback_bcap = ()
 
-        cold_probe = False
         if self._cold:
             self._cold = False
             previous = self.k
@@ -197,7 +201,7 @@ class DraftStepController:
             self.k = best
             if best == 0:
                 self._zero_since = self._zero_entered = self.completed
-                cold_probe = bool(self.probe_interval) and not self.window.has_data
+                self._cold_probe = bool(self.probe_interval)
             self.decisions.append(StepDecision(self.completed, batch_size, bcap, previous, best,
                                                f"cold start (prior rate {self.window.prior_rate:g})", predicted))
 
@@ -208,7 +212,10 @@ class DraftStepController:
 
         k = self.k
         due = self.probe_interval and self.completed - self._zero_since >= self.probe_every(table)
-        if k == 0 and (cold_probe or due):
+        if self.window.has_data:
+            self._cold_probe = False  # measured: the periodic probes take over
+        if k == 0 and can_verify and (self._cold_probe or due):
+            self._cold_probe = False
             self._zero_since = self.completed
             k = _best_speculative(batch_size, self.window.prefix_acceptance(), table)
             self.probe_rounds += 1

@@ -253,13 +253,13 @@ class AdaptiveControl:
         B = len(decoding)
         kv_len = max(r.num_computed for r in decoding)
         if self.step is not None:
-            k = self.step.plan(B, round_id=round_id, kv_len=kv_len)
+            k = self.step.plan(B, round_id=round_id, kv_len=kv_len, can_verify=any(caps))
             return RoundPlan(k, tuple(min(k, c) for c in caps), round_id=round_id, probe=self.step.last_probe)
         value = self.token_value(B)
         if self.verify.mode == "async":
             G = self.verify.plan_budget(B, round_id=round_id, max_lens=list(caps), kv_len=kv_len, token_value=value)
             gain = budget_drafts(self.verify.decisions[-1].reason, G, B)
-            verdict = self.floor.decide(gain) if self.floor is not None else "draft"
+            verdict = self.floor.decide(gain, any(caps)) if self.floor is not None else "draft"
             if verdict == "skip":  # the lagged budget admits no candidate, or not drafting wins (floor.py)
                 return RoundPlan(0, (0,) * B, round_id=round_id)
             if not gain:  # a probe, or the floor is off: draft at the cheapest prepared budget
@@ -268,7 +268,7 @@ class AdaptiveControl:
             subset, caps = self._probe_subset(decoding, caps) if verdict == "probe" else (None, caps)
             return RoundPlan(self.width, caps, "budget", G, round_id, probe=verdict == "probe", draft_only=subset)
         verdict = (self.floor.decide(self.verify.predicts_gain(B, round_id=round_id, max_lens=list(caps), kv_len=kv_len,
-                                                               token_value=value))
+                                                               token_value=value), any(caps))
                    if self.floor is not None else "draft")
         if verdict == "skip":
             return RoundPlan(0, (0,) * B, round_id=round_id)
@@ -277,13 +277,14 @@ class AdaptiveControl:
                          draft_only=subset)
 
     def _probe_subset(self, decoding, caps: tuple[int, ...]) -> tuple[tuple[int, ...] | None, tuple[int, ...]]:
-        """A probe's requests (floor.probe_requests of them, the fewest pending refresh entries first, then
-        batch order) and the caps with the others' set to 0; (None, caps) when that is the whole batch."""
+        """A probe's requests (floor.probe_requests of them: those that may verify a draft token, then the
+        fewest pending refresh entries, then batch order) and the caps with the others' set to 0; (None, caps)
+        when that is the whole batch."""
         n = probe_requests(len(decoding))
         if n >= len(decoding):
             return None, caps
         pending = self.engine.rounds.pending_entries
-        order = sorted(range(len(decoding)), key=lambda i: (pending(decoding[i].request_id), i))
+        order = sorted(range(len(decoding)), key=lambda i: (caps[i] == 0, pending(decoding[i].request_id), i))
         subset = tuple(sorted(order[:n]))
         return subset, tuple(c if i in subset else 0 for i, c in enumerate(caps))
 

@@ -77,7 +77,10 @@ class RoundRunner:
         decoding = [c for c in chunks if c.is_decode]
         K = plan.num_steps if self.drafter is not None else 0
         lens = list(plan.verify_lens) if K else [0] * len(decoding)
-        # A round without draft steps (k = 0, or an adaptive round predicted to lose) does not call
+        if not any(lens) and not plan.exact:  # no request may verify a draft token (prefill spent the
+            K, lens = 0, [0] * len(decoding)  # row budget); calibration's exact plans draft regardless
+        # A round without draft steps (k = 0, an adaptive round predicted to lose, or a round in which
+        # no request may verify a draft token: its draft would be thrown away) does not call
         # the drafter at all: it costs what a plain round costs (issue 13, the plain floor). Its
         # refresh entries stay pending and reach the drafter, in order, at its next drafting round;
         # the draft's caches are positional (drafts/base.py), so a deferred refresh writes exactly

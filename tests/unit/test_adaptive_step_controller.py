@@ -226,6 +226,16 @@ def test_cold_start_at_k_zero_leaves_it_on_the_first_measurement_when_speculatio
     assert ks[5:] == [1] * 25  # left k = 0 at the first re-score (5 completed batches), kept k = 1
 
 
+def test_the_cold_probe_waits_for_a_batch_whose_drafts_can_be_measured():
+    """The stream's first decoding rounds often verify nothing (prefill took the row budget): the cold
+    start's probe is not spent on them."""
+    ctrl = DraftStepController(2, StepPolicy(), table_cost({0: 1.0, 1: 1.6, 2: 2.2}), pad_requests,
+                               probe_interval=20)
+    assert [ctrl.plan(8, can_verify=False) for _ in range(3)] == [0, 0, 0] and ctrl.probe_rounds == 0
+    assert ctrl.plan(8) == 1 and ctrl.last_probe and ctrl.probe_rounds == 1
+    assert ctrl.plan(8) == 0  # once: the periodic probes take over (no feedback observed here)
+
+
 def test_no_cold_probe_without_probes_or_once_measured():
     """probe_interval = 0 means never probe, the cold start included; and a controller that already has
     feedback when it first plans (observed before its first batch) chooses on it, no probe."""

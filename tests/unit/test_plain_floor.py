@@ -32,6 +32,11 @@ def test_floor_skips_until_the_probe_interval_then_probes_with_backoff():
     assert f.summary() == {"rounds": 42, "skipped_draft": 36, "probes": 5, "probe_share": 5 / 42}
     assert "probe rate <= 25.0% of rounds" in f.describe() and "doubling up to 12" in f.describe()
     assert PlainFloor(probe_interval=0).decide(False) == "skip"
+    # a probe that falls on a round in which no request may verify a draft token waits for one that can
+    f = PlainFloor(probe_interval=2)
+    assert [f.decide(False, can_verify=c) for c in (True, True, False, False, True)] == [
+        "skip", "skip", "skip", "skip", "probe"]
+    assert f.probes == 1 and f.skipped == 4
     with pytest.raises(ValueError, match="probe_interval"):
         PlainFloor(probe_interval=-1)
     with pytest.raises(ValueError, match="max_probe_interval"):
@@ -94,7 +99,8 @@ def test_skipped_rounds_do_not_draft_and_greedy_stays_exact(tiny_llama_dir, plai
     def recording_run(chunks, plan):  # every drafting round's plan, with the pending entries before it
         decoding = [c.request.request_id for c in chunks if c.is_decode]
         if plan.num_steps and decoding:
-            plans.append((plan, [eng.rounds.pending_entries(r) for r in decoding]))
+            caps = [c.verify_cap for c in chunks if c.is_decode]
+            plans.append((plan, [(cap == 0, eng.rounds.pending_entries(r)) for r, cap in zip(decoding, caps)]))
         result = run(chunks, plan)
         if plan.num_steps and plan.draft_only is not None:
             assert all(L == 0 for i, L in enumerate(result.verify_lens) if i not in plan.draft_only)
@@ -110,8 +116,8 @@ def test_skipped_rounds_do_not_draft_and_greedy_stays_exact(tiny_llama_dir, plai
     assert counting.calls == s["rounds"] - s["skipped_draft"]  # skipped rounds never reach the drafter
     assert all(k == eng.num_draft_tokens for k in counting.steps)  # no refresh-only calls: refresh is deferred
     assert eng.control.summary()["probes"] == s["probes"]
-    # a probe drafts for a quarter of the batch (at least one request), those with the fewest pending
-    # refresh entries; every other drafting round drafts for the whole batch
+    # a probe drafts for a quarter of the batch (at least one request), those that may verify a draft token
+    # with the fewest pending refresh entries; every other drafting round drafts for the whole batch
     assert len(plans) == counting.calls
     subsets = 0
     for (plan, pending), size in zip(plans, counting.sizes):
@@ -124,6 +130,37 @@ def test_skipped_rounds_do_not_draft_and_greedy_stays_exact(tiny_llama_dir, plai
         assert max(pending[i] for i in plan.draft_only) <= min(
             pending[i] for i in range(B) if i not in plan.draft_only)
     assert subsets > 0
+
+
+def test_rounds_in_which_no_request_may_verify_do_not_call_the_drafter(tiny_llama_dir, plain,  # noqa: F811
+                                                                       linear_backend):
+    """A fixed-width engine: where prefill spends the step's row budget (32 tokens here) every decoding
+    request's verify cap is 0, so its draft would be thrown away; such rounds run plain, the refresh
+    deferred, and greedy output equals plain greedy. (Calibration's exact plans still draft with nothing
+    verified: test_calibration_measures_plain_rounds_for_adaptive_verify times that draft.)"""
+    from adaspec.engine.llm_engine import LLM
+    from replay_drafter import ReplayDrafter
+
+    params, ref = plain
+    llm = LLM(str(tiny_llama_dir), drafter=ReplayDrafter([o.prompt_token_ids + o.token_ids for o in ref], max_steps=7),
+              max_seqs_per_batch=4, max_num_batched_tokens=32, max_model_len=320, linear_backend=linear_backend,
+              speculative_algorithm="MTP", num_speculative_tokens=3)
+    eng = llm.engine
+    counting = CountingDrafter(eng.rounds.drafter)
+    eng.rounds.drafter = counting
+    capless, drafting, run = [], [], eng.rounds.run
+
+    def recording_run(chunks, plan):
+        caps = [c.verify_cap for c in chunks if c.is_decode]
+        if caps:
+            (drafting if any(plan.verify_lens) else capless).append(plan)
+        return run(chunks, plan)
+    eng.rounds.run = recording_run
+    done = run_staggered(eng, PROMPTS, params)
+    for i, r in enumerate(ref):
+        assert done[i].token_ids == r.token_ids, i
+    assert capless and all(p.num_steps == 3 for p in capless)  # planned at full width, nothing verifiable
+    assert counting.calls == len(drafting)  # ... and never drafted
 
 
 @pytest.mark.parametrize("mode", ["draft_step", "draft_step_overlap"])
