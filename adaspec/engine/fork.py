@@ -59,6 +59,7 @@ def restore_request(engine, req: Request, snap: RequestSnapshot) -> None:
         raise ValueError("restore_request only rewinds: the request is shorter than the snapshot")
     req.num_computed = snap.num_computed
     req.output_token_ids = list(snap.output_token_ids)
+    req.text_stream = None  # the output was rewound: its text is decoded afresh
     if snap.pending is None:
         engine.rounds.pending.pop(req.request_id, None)
     else:

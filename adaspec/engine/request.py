@@ -31,6 +31,7 @@ class Request:
     finish_reason: str | None = None
     stop_text_end: int | None = None  # text is cut here when a stop string matched
     stop_checked_len: int = 0  # characters of output text already searched for stop strings
+    text_stream: object | None = None  # the output's incremental decoder (Tokenizer.text_stream), made on first use
     first_token_time: float | None = None
     finish_time: float | None = None
     num_drafts: int = 0  # rounds in which this request verified >= 1 draft token

@@ -20,8 +20,10 @@ class RequestOutput:
     `text` is decoded on first access, not when the output is made: the engine makes one output per
     request per round, and decoding the whole output every round cost O(n^2) in the output length
     (about 1% of a 256-token batch-1 generate here, and growing with length and batch) for text that
-    `LLM.generate` reads only once, at the end. Pickling (data-parallel shards send outputs to rank
-    0) decodes first."""
+    `LLM.generate` reads only once, at the end. A running request's text (what a stream reads every
+    round) comes from the request's incremental decoder, without a trailing incomplete character; a
+    finished request's is one whole decode. Pickling (data-parallel shards send outputs to rank 0)
+    decodes first."""
 
     request_id: str
     prompt: str | None
@@ -70,12 +72,30 @@ def append_tokens(req: Request, tokens: Iterable[int], tokenizer, max_model_len:
         if p.stop and match_stop_string(req, tokenizer):
             return "stop"
         if len(req.output_token_ids) >= p.max_tokens or req.num_tokens >= max_model_len:
+            # the incremental text holds back a token that ends in an incomplete character; the final
+            # text is the whole decode, so the last check reads that
+            if p.stop and match_stop_string(req, tokenizer, whole=True):
+                return "stop"
             return "length"
     return None
 
 
-def match_stop_string(req: Request, tokenizer) -> bool:
-    text = tokenizer.decode(req.output_token_ids)
+def output_text(req: Request, tokenizer, ids) -> str:
+    """The text of `ids` (the request's output, now or at an earlier round), through the request's
+    incremental decoder where the tokenizer has one (models/tokenizer.TextStream)."""
+    if req.text_stream is None:
+        make = getattr(tokenizer, "text_stream", None)
+        if make is None:
+            return tokenizer.decode(ids)
+        req.text_stream = make()
+    return req.text_stream.text(ids)
+
+
+def match_stop_string(req: Request, tokenizer, whole: bool = False) -> bool:
+    """Whether the output's text now contains a stop string (then `req.stop_text_end` is where it
+    starts). `whole`: search the whole decode instead of the incremental text (the last check)."""
+    ids = req.output_token_ids
+    text = tokenizer.decode(ids) if whole else output_text(req, tokenizer, ids)
     # Only text from the last check on can complete a new match, however long the new token
     # is: search from the previously checked length, back by the longest stop string (minus
     # one) plus slack for a partial UTF-8 character at the old end that decodes differently now.
@@ -92,9 +112,12 @@ def match_stop_string(req: Request, tokenizer) -> bool:
 def request_output(req: Request, tokenizer) -> RequestOutput:
     ids, end = list(req.output_token_ids), req.stop_text_end
     frozen = tuple(ids)  # this round's tokens, whatever later happens to the output's list
+    final = req.finish_reason is not None or end is not None
 
     def decode() -> str:
-        text = tokenizer.decode(frozen)  # Tokenizer.decode takes any iterable of ids
+        if not final:  # a running request's text (a streamed delta): incremental
+            return output_text(req, tokenizer, frozen)
+        text = tokenizer.decode(frozen)  # the final text: one whole decode (Tokenizer.decode takes any iterable)
         return text if end is None else text[:end]
 
     return RequestOutput(

@@ -75,6 +75,10 @@ class Tokenizer:
     def decode(self, ids: Iterable[int], skip_special_tokens: bool = True) -> str:
         return self._tok.decode(list(ids), skip_special_tokens=skip_special_tokens)
 
+    def text_stream(self) -> "TextStream":
+        """An incremental decoder for one growing output (stop strings, streamed responses)."""
+        return TextStream(self)
+
     def render_chat(self, messages: Sequence[Mapping[str, Any]], add_generation_prompt: bool = True) -> str:
         """The prompt text of a chat conversation, in the model's template."""
         if not self.has_chat_template:
@@ -111,3 +115,52 @@ class Tokenizer:
             {"role": "user", "content": user_text}
         ]
         return self.apply_chat_template(messages, add_generation_prompt=True)
+
+
+class TextStream:
+    """The text of one request's growing output ids, decoded incrementally.
+
+    Decoding the whole output again for every new token (to search stop strings, to stream a delta)
+    costs O(n^2) in the output length: ~1.5 s of a 4096-token request here (BENCHMARKS.md, "Stop strings
+    decode the whole output per token"). `tokenizers`' DecodeStream decodes each new id in context
+    (~0.7 us) and holds back an incomplete UTF-8 character until it completes, so the text is the
+    whole-output decode without its trailing U+FFFD (checked per tokenizer in tests). Where that
+    cannot hold (no fast backend, or transformers' `clean_up_tokenization_spaces`, which rewrites
+    the decoded text), every call decodes in full, as before.
+
+    `text(ids)` is the text of `ids`, which extend or prefix the ids seen so far (an output only
+    grows). Thread-safe: the engine's thread feeds it, a server's thread reads earlier outputs."""
+
+    def __init__(self, tokenizer: Tokenizer):
+        import threading
+
+        hf = tokenizer.hf_tokenizer
+        backend = getattr(hf, "backend_tokenizer", None)
+        self._decode = tokenizer.decode
+        self._stream = None
+        if backend is not None and not getattr(hf, "clean_up_tokenization_spaces", False):
+            try:
+                from tokenizers.decoders import DecodeStream
+            except ImportError:  # tokenizers < 0.21
+                DecodeStream = None
+            if DecodeStream is not None:
+                self._backend, self._stream = backend, DecodeStream(skip_special_tokens=True)
+        self._text = ""
+        self._ends = [0]  # len(text) after the first n ids
+        self._lock = threading.Lock()
+
+    @property
+    def incremental(self) -> bool:
+        return self._stream is not None
+
+    def text(self, ids) -> str:
+        if self._stream is None:
+            return self._decode(ids)
+        n = len(ids)
+        with self._lock:
+            for i in range(len(self._ends) - 1, n):
+                piece = self._stream.step(self._backend, int(ids[i]))
+                if piece:
+                    self._text += piece
+                self._ends.append(len(self._text))
+            return self._text[: self._ends[n]]
