@@ -254,7 +254,13 @@ class AdaptiveControl:
         kv_len = max(r.num_computed for r in decoding)
         if self.step is not None:
             k = self.step.plan(B, round_id=round_id, kv_len=kv_len, can_verify=any(caps))
-            return RoundPlan(k, tuple(min(k, c) for c in caps), round_id=round_id, probe=self.step.last_probe)
+            caps = tuple(min(k, c) for c in caps)
+            if not self.step.last_probe:
+                return RoundPlan(k, caps, round_id=round_id)
+            # a k = 0 probe drafts for a quarter of the batch, as the plain floor's do (floor.py): after a
+            # long stretch at k = 0 the drafter would otherwise catch up on every request's skipped context
+            subset, caps = self._probe_subset(decoding, caps)
+            return RoundPlan(k, caps, round_id=round_id, probe=True, draft_only=subset)
         value = self.token_value(B)
         if self.verify.mode == "async":
             G = self.verify.plan_budget(B, round_id=round_id, max_lens=list(caps), kv_len=kv_len, token_value=value)

@@ -184,6 +184,7 @@ def test_k_zero_rounds_do_not_call_the_drafter(tiny_llama_dir, plain, linear_bac
     assert step.decisions[0].reason.startswith("cold start") and step.decisions[0].k == 0
     assert step.probe_rounds > 0 and counting.calls == step.probe_rounds  # only probes draft
     assert all(k >= 1 for k in counting.steps)  # probes draft; no refresh-only calls
+    assert set(counting.sizes) == {probe_requests(4)}  # for a quarter of the batch (<= 4 requests here: one)
 
 
 def test_budget_counts_not_drafting_as_a_candidate_when_the_plain_cost_is_known():
