@@ -11,7 +11,14 @@ acceptance over the lists with the same rule (`host_accept`; both paths are test
 same tokens).
 
 It also keeps each request's pending *refresh entries* (drafts/base.py): the target features of
-every committed position and the token after it, handed to the drafter at its next call.
+every committed position and the token after it, handed to the drafter at its next call. Rounds
+that do not draft (the adaptive modes' plain rounds) leave them pending; a request whose entries
+pass `max_pending` (default 1024 positions) hands them over in a refresh-only call (num_steps 0) at
+the end of the round, so a long stretch of plain rounds holds at most that many positions of
+features per request (DSpark: 3 capture layers x 576 fp32 = 6.9 KB per position on the bundled
+model; 16 requests x 4096 tokens were 450 MB unbounded, now at most 113 MB) at the price of one
+batched draft refresh per request every `max_pending` plain rounds, which a later draft would have
+paid anyway.
 """
 
 from __future__ import annotations
@@ -26,6 +33,9 @@ from ..sampling.sampler import SamplingTensors, sample
 from ..sampling.seeding import row_generators
 from ..sampling.verify import count_accepted
 from .model_runner import ModelRunner
+
+
+DEFAULT_MAX_PENDING = 1024
 
 
 @dataclass
@@ -47,6 +57,7 @@ class RoundRunner:
         self.device = runner.device
         self.default_generator = default_generator
         self.pending: dict[str, _Pending] = {}
+        self.max_pending = DEFAULT_MAX_PENDING  # positions of pending entries per request before a refresh-only call
         self.capture_layers = tuple(drafter.capture_layers) if drafter else ()
         # issue 10: drafters that read committed tokens (Suffix) get them as host lists, and hear
         # which slot's request finished (release_slot)
@@ -184,6 +195,10 @@ class RoundRunner:
             row += q
             yi += n
         self._add_entries(out, entries)
+        if self.drafter is not None and self.max_pending and decoding:
+            over = [c for c in decoding if self.pending_entries(c.request.request_id) > self.max_pending]
+            if over:  # bound what a long stretch of plain rounds holds (module docstring)
+                self._draft(over, 0, plan.round_id)
         return RoundResult(new_tokens, lens, acc_host, s_host)
 
     def _admit(self, draft: DraftOutput, plan: RoundPlan, caps: list[int], decoding) -> list[int]:

@@ -187,6 +187,36 @@ def test_k_zero_rounds_do_not_call_the_drafter(tiny_llama_dir, plain, linear_bac
     assert set(counting.sizes) == {probe_requests(4)}  # for a quarter of the batch (<= 4 requests here: one)
 
 
+def test_pending_refresh_entries_are_bounded_by_refresh_only_calls(tiny_llama_dir, plain, linear_backend,  # noqa: F811
+                                                                   cal_files):  # noqa: F811
+    """A draft step stuck at k = 0 (speculation never pays, no probes): each request's entries wait,
+    and past `max_pending` positions they go to the drafter in a refresh-only call (num_steps 0) at the
+    end of the round; greedy output still equals plain greedy (round_runner.py)."""
+    params, ref = plain
+    llm = _engine(tiny_llama_dir, [o.prompt_token_ids + o.token_ids for o in ref], linear_backend=linear_backend,
+                  **_mode_flags("draft_step", cal_files))
+    eng = llm.engine
+    old = eng.control.step
+    eng.control.step = DraftStepController(old.k_max, old.policy, lambda bcap, k: 1.0 if k == 0 else 1e6,
+                                           old.pad_requests, lag=eng.control.lag, probe_interval=0)
+    eng.rounds.max_pending = 8
+    counting = CountingDrafter(eng.rounds.drafter)
+    eng.rounds.drafter = counting
+    most, run = [], eng.rounds.run
+
+    def recording_run(chunks, plan):
+        result = run(chunks, plan)
+        decoding = [c.request.request_id for c in chunks if c.is_decode]
+        most.append(max((eng.rounds.pending_entries(r) for r in decoding), default=0))
+        return result
+    eng.rounds.run = recording_run
+    done = run_staggered(eng, PROMPTS, params)
+    for i, r in enumerate(ref):
+        assert done[i].token_ids == r.token_ids, i
+    assert counting.calls > 0 and set(counting.steps) == {0}  # only refresh-only calls
+    assert max(most) <= 8 and 8 in most  # bounded, and the bound was reached
+
+
 def test_budget_counts_not_drafting_as_a_candidate_when_the_plain_cost_is_known():
     """The drafted G = B cell includes the draft; a plain round costs less, and can win."""
     from adaspec.adaptive.verify_budget import budget_from_lagged
