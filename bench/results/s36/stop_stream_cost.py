@@ -3,7 +3,6 @@ request's incremental decoder (models/tokenizer.TextStream), with the bundled to
 
     OMP_NUM_THREADS=1 taskset -c 0 python bench/results/s36/stop_stream_cost.py
 """
-import random
 import statistics
 import time
 
