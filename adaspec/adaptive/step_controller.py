@@ -211,10 +211,11 @@ class DraftStepController:
             self._rescore(batch_size, bcap, table)
 
         k = self.k
-        due = self.probe_interval and self.completed - self._zero_since >= self.probe_every(table)
         if self.window.has_data:
             self._cold_probe = False  # measured: the periodic probes take over
-        if k == 0 and can_verify and (self._cold_probe or due):
+        due = k == 0 and can_verify and (
+            self._cold_probe or self.probe_interval and self.completed - self._zero_since >= self.probe_every(table))
+        if due:
             self._cold_probe = False
             self._zero_since = self.completed
             k = _best_speculative(batch_size, self.window.prefix_acceptance(), table)
