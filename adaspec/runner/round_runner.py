@@ -89,7 +89,7 @@ class RoundRunner:
         K = plan.num_steps if self.drafter is not None else 0
         lens = list(plan.verify_lens) if K else [0] * len(decoding)
         if not any(lens) and not plan.exact:  # no request may verify a draft token (prefill spent the
-            K, lens = 0, [0] * len(decoding)  # row budget); calibration's exact plans draft regardless
+            K = 0  # row budget); calibration's exact plans draft regardless
         # A round without draft steps (k = 0, an adaptive round predicted to lose, or a round in which
         # no request may verify a draft token: its draft would be thrown away) does not call
         # the drafter at all: it costs what a plain round costs (issue 13, the plain floor). Its
