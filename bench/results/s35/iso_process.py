@@ -29,7 +29,7 @@ for rep in range(reps):
     if ctl is not None:
         ctl.reset()
         if mode.endswith("skip"):
-            ctl.floor.decide = lambda gain: "skip"
+            ctl.floor.decide = lambda gain, *a: "skip"  # (decide also takes can_verify since stop 36)
     import resource
     f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     r = common.serve(llm, sets[src], B, T, True)
