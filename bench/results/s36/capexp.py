@@ -4,14 +4,16 @@ does keeping the deferred refresh's features cost the plain rounds anything?
 
     OMP_NUM_THREADS=1 taskset -c 1 python bench/results/s36/capexp.py
 """
-import sys, statistics
-sys.argv = ['x', '16', 'mixed', '0.8']
-src = open(__import__('pathlib').Path(__file__).with_name('dsk0.py')).read().split("res = {n: [] for n in engines}")[0]
-exec(src)
+import statistics
+
+from inproc import common, engines_for, never_drafting, tok_s
+
+B, src, temp = 16, "mixed", 0.8
+engines, stream = engines_for("plain,mtp_step,dspark7_sync", B, src, 256)
 eng = engines["dspark7_sync"].engine
 orig_add, orig_cap = eng.rounds._add_entries, eng.rounds.capture_layers
 def variant(v):
-    llm = force("plain" if v == "plain" else "dspark7_sync")
+    llm = never_drafting(engines["plain" if v == "plain" else "dspark7_sync"])
     if v == "nocap":
         eng.rounds._add_entries = lambda out, entries: None
         eng.rounds.capture_layers = ()
@@ -25,6 +27,6 @@ for rep in range(4):
     order = list(res) if rep % 2 == 0 else list(res)[::-1]
     for v in order:
         run = common.serve(variant(v), stream, B, 256, ignore_eos=True, temperature=temp)
-        res[v].append(sum(map(len, run.outputs)) / run.cpu_s)
+        res[v].append(tok_s(run))
 for v, x in res.items():
     print(v, [round(t, 1) for t in x], round(statistics.median(x) / statistics.median(res["plain"]), 3), flush=True)

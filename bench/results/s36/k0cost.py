@@ -3,21 +3,23 @@
 
     OMP_NUM_THREADS=1 taskset -c 0 python bench/results/s36/k0cost.py 16 chat
 """
-import sys
-sys.path.insert(0, str(__import__('pathlib').Path(__file__).resolve().parents[3]))
-exec(open(__import__('pathlib').Path(__file__).with_name('stepdbg.py')).read().split("for rep in range(2):")[0])
 import statistics
+import sys
+
+from inproc import common, engines_for, never_drafting, tok_s
+
+B = int(sys.argv[1]); src = sys.argv[2]; toks = int(sys.argv[3]) if len(sys.argv) > 3 else 256
+engines, stream = engines_for("plain,mtp_k1,mtp_step", B, src, toks)
 res = {"plain": [], "step_k0": [], "step": []}
 for rep in range(3):
     for name in (["plain", "step_k0", "step"] if rep % 2 == 0 else ["step", "step_k0", "plain"]):
         llm = engines["plain" if name == "plain" else "mtp_step"]
-        if name != "plain":
+        if name == "step_k0":
+            never_drafting(llm)
+        elif name == "step":
             llm.engine.control.reset()
-            if name == "step_k0":
-                st = llm.engine.control.step
-                st.k, st._cold, st.probe_interval = 0, False, 0
         run = common.serve(llm, stream, B, toks, ignore_eos=True)
-        res[name].append(sum(map(len, run.outputs)) / run.cpu_s)
+        res[name].append(tok_s(run))
         if name != "plain":
             print(name, dict(llm.engine.control.step.k_histogram), round(res[name][-1], 1), flush=True)
 for k, v in res.items():

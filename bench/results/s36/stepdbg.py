@@ -3,20 +3,12 @@ the controller's decisions (first 80), and plain / MTP k = 1 / mtp_step throughp
 
     OMP_NUM_THREADS=1 taskset -c 1 python bench/results/s36/stepdbg.py 8 prose
 """
-
 import sys
-sys.path.insert(0, str(__import__('pathlib').Path(__file__).resolve().parents[3]))
-from bench import adaptive as A, common
-from pathlib import Path
-import tempfile
+
+from inproc import common, engines_for, tok_s
+
 B = int(sys.argv[1]); src = sys.argv[2]; toks = int(sys.argv[3]) if len(sys.argv) > 3 else 256
-args = A.parse_args(["--configs=plain,mtp_k1,mtp_step", "--k_max=3", "--dtypes=float32", f"--batch_sizes={B}",
-                     f"--sources={src}", "--num_prompts=4", f"--max_tokens={toks}", "--ignore_eos", "--plot_dir="])
-common.setup_threads(1); common.share_target_weights()
-wd = Path(tempfile.mkdtemp()); files = A.write_calibration_files(args, wd)
-engines, calib = A.build_engines(args, "float32", files, wd)
-sets = common.warmed_prompt_sets(engines, args)
-stream = sets[src][:max(4, B)]
+engines, stream = engines_for("plain,mtp_k1,mtp_step", B, src, toks)
 ctl = engines["mtp_step"].engine.control
 bcap = ctl.geometry.pad_requests(B)
 tab = {k: ctl.step.cost_ms(bcap, k) for k in range(4)}
@@ -36,4 +28,4 @@ for rep in range(2):
                     pr = {k: round(v, 4) for k, v in d.predicted.items()}
                     print("  ", d.completed, d.previous_k, "->", d.k, d.reason, pr, None if d.gain is None else round(d.gain, 3),
                           {k: round(v, 4) for k, v in d.optimistic.items()})
-        print(rep, name, f"{sum(map(len, run.outputs)) / run.cpu_s:.1f} tok/s", extra, flush=True)
+        print(rep, name, f"{tok_s(run):.1f} tok/s", extra, flush=True)

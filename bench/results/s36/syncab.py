@@ -3,11 +3,13 @@ with each adaptive engine's round summary.
 
     OMP_NUM_THREADS=1 taskset -c 1 python bench/results/s36/syncab.py 4 prose
 """
-import sys, statistics
-sys.argv = ['x', sys.argv[1], sys.argv[2]]
-src = open(__import__('pathlib').Path(__file__).with_name('dsk0.py')).read().split("res = {n: [] for n in engines}")[0]
-src = src.replace('"--configs=plain,mtp_step,dspark7_sync"', '"--configs=plain,dspark7_sync,dspark7_async"')
-exec(src)
+import statistics
+import sys
+
+from inproc import common, engines_for, tok_s
+
+B = int(sys.argv[1]); src = sys.argv[2]
+engines, stream = engines_for("plain,dspark7_sync,dspark7_async", B, src, 256)
 res = {n: [] for n in engines}
 hist = {}
 for rep in range(4):
@@ -17,7 +19,7 @@ for rep in range(4):
         if llm.engine.control is not None:
             llm.engine.control.reset()
         run = common.serve(llm, stream, B, 256, ignore_eos=True)
-        res[n].append(sum(map(len, run.outputs)) / run.cpu_s)
+        res[n].append(tok_s(run))
         if llm.engine.control is not None:
             hist[n] = llm.engine.control.summary()
 for n, v in res.items():
