@@ -56,10 +56,11 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import common  # noqa: E402
+from bench.adaptive_calibration import write_calibration_files  # noqa: E402
 from bench.adaptive_configs import VERIFY_FAMILIES, all_configs, config_kind  # noqa: E402
 from bench.adaptive_hooks import measure  # noqa: E402
-from bench.adaptive_isolated import IsolatedRunner, child_main  # noqa: E402
-from bench.adaptive_report import plot, print_tables, summarize_cell, target_rows  # noqa: E402
+from bench.adaptive_isolated import IsolatedRunner, child_main, measure_pairs  # noqa: E402
+from bench.adaptive_report import add_paired, plot, print_tables, summarize_cell, target_rows  # noqa: E402
 from bench.common import fmt_hist, log  # noqa: E402
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -114,8 +115,14 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--isolate", action="store_true",
                    help="run every measurement in a fresh child process (in one process, which engine was built "
                         "when moves a run by up to ~7%%; bench/adaptive_isolated.py)")
+    p.add_argument("--paired", action="store_true",
+                   help="with --isolate: each child builds plain and one other configuration (build order "
+                        "alternating), serves them A B B A, and the tables add the median over children of each "
+                        "child's ratio to its own plain runs (--repeats children per configuration and cell)")
     p.add_argument("--child_spec", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.paired and not args.isolate:
+        p.error("--paired needs --isolate (the pairs are fresh child processes)")
     names = all_configs(args.k_max) if args.configs == "all" else common.parse_list(args.configs, str, name="configs")
     for n in names:
         config_kind(n)
@@ -123,6 +130,10 @@ def parse_args(argv=None) -> argparse.Namespace:
             p.error(f"--configs: {n} is outside k = 1..--k_max ({args.k_max})")
     names = ["mtp_k5" if n == "mtp5_full" else n for n in names]  # one engine, one measurement
     names = ["plain"] + [n for n in dict.fromkeys(names) if n != "plain"]
+    oracles = [n for n in names if (config_kind(n)["hook"] or ("",))[0] == "oracle"]
+    if args.paired and oracles:
+        p.error(f"--paired does not measure oracle configurations ({', '.join(oracles)}: their reference is the "
+                "plain run of the cell); measure them with --isolate alone")
     if any(n.startswith("mtp5") for n in names) and args.k_max < 5:
         p.error("the mtp5 family needs --k_max >= 5 (its full-width engine is mtp_k5)")
     # the oracle needs its full-width engine, measured or not
@@ -142,66 +153,20 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
-# ---- calibration files --------------------------------------------------------------------------------
-DEFAULT_CALIBRATION = {"model": "additive",
-                       "contexts": [{"prefill_tokens": 192, "min_kv_length": 1, "max_kv_length": 512}],
-                       "warmup_steps": 2, "window_steps": 8, "windows_per_point": 3}
-
-
-def calibration_fields(args) -> dict:
-    """The calibration fields shared by every adaptive engine (request buckets default to the batch sizes)."""
-    data = json.loads(Path(args.calibration_json).read_text()) if args.calibration_json else dict(DEFAULT_CALIBRATION)
-    data.setdefault("request_buckets", list(args.batch_sizes))
-    return data
-
-
-def sparse_target_rows(buckets, width: int) -> dict[str, list[int]]:
-    """Per request bucket B, the prepared target-row buckets covering B, 2B, 4B and B(w+1) (the R-F6
-    bindings): the additive model interpolates theta(G) between them, and the grid stays connected
-    through shared G values. Used only with the bench's default calibration."""
-    try:
-        from adaspec.geometry import PreparedGeometry
-    except ImportError:  # older layout
-        from adaspec.runner.buckets import PreparedGeometry
-
-    geometry = PreparedGeometry.build(list(buckets), width)
-    out = {}
-    for b in buckets:
-        out[str(b)] = sorted({g for x in (b, 2 * b, 4 * b, b * (width + 1))
-                              if (g := geometry.pad_rows(b, x)) is not None})
-    return out
-
-
-def write_calibration_files(args, workdir: Path) -> dict:
-    """{"step": draft-step config file, fam: verify calibration file per verify family}."""
-    fields = calibration_fields(args)
-    files = {}
-    for fam, (_, w) in VERIFY_FAMILIES.items():
-        data = dict(fields)
-        if not args.calibration_json:
-            data["target_graph_rows"] = sparse_target_rows(data["request_buckets"], w)
-        files[fam] = workdir / f"verify_calibration_{fam}.json"
-        files[fam].write_text(json.dumps(data, indent=1))
-    step_fields = {k: v for k, v in fields.items() if k not in ("draft_width", "target_graph_rows")}
-    if not args.calibration_json:
-        step_fields.pop("model", None)  # the engine's draft-step default (per-bucket sps)
-    files["step"] = workdir / "draft_step_config.json"
-    files["step"].write_text(json.dumps({"version": 1, "calibration": step_fields}, indent=1))
-    files["step_sym"] = workdir / "draft_step_config_sym.json"  # the symmetric k = 0 rule (zero_confidence 0)
-    files["step_sym"].write_text(json.dumps({"version": 1, "policy": {"zero_confidence": 0.0},
-                                             "calibration": step_fields}, indent=1))
-    return files
-
-
 # ---- engines -----------------------------------------------------------------------------------------
-def build_engines(args, dtype: str, files: dict, table_dir: Path) -> tuple[dict, dict]:
-    """{engine name: LLM}, {engine name: calibration record}."""
+def build_engines(args, dtype: str, files: dict, table_dir: Path, first: str | None = None) -> tuple[dict, dict]:
+    """{engine name: LLM}, {engine name: calibration record}; the engine named `first` is built first
+    (--paired alternates which of a pair's two engines a child builds first)."""
     need = {config_kind(n)["engine"] for n in args.configs}
     engines, calib = {}, {}
     base = dict(max_seqs=max(args.batch_sizes), max_model_len=args.max_model_len, threads=args.threads)
     adaptive_geometry = dict(graph_decode_batch_sizes=tuple(args.batch_sizes))
+    pending: list[tuple] = []  # (name, algo, width, flags), built in order below ("first" moved to the front)
 
     def add(name, algo, width, **flags):
+        pending.append((name, algo, width, flags))
+
+    def build(name, algo, width, **flags):
         draft = args.mtp_draft if algo == "MTP" else args.dspark_draft if algo == "DSpark" else None
         t0 = time.perf_counter()
         engines[name] = common.build_llm(dtype, algo, width, draft, **base, **flags)
@@ -242,12 +207,17 @@ def build_engines(args, dtype: str, files: dict, table_dir: Path) -> tuple[dict,
             flags = dict(enable_adaptive_target_verify=True, **adaptive_geometry)
             if mode == "async":
                 flags["enable_schedule_overlap"] = True
-            if table.exists():
-                flags["adaptive_target_verify_cost_table"] = str(table)
-            else:
-                flags["adaptive_target_verify_calibration"] = str(files[fam])
-                flags["adaptive_target_verify_cost_table_output"] = str(table)
+            flags["_table"] = table  # resolved when built: the family's first engine calibrates and saves it
             add(name, algo, w, **flags)
+    pending.sort(key=lambda spec: spec[0] != first)  # stable: the rest keep their order
+    for name, algo, width, flags in pending:
+        table = flags.pop("_table", None)
+        if table is not None and table.exists():
+            flags["adaptive_target_verify_cost_table"] = str(table)
+        elif table is not None:
+            flags["adaptive_target_verify_calibration"] = str(files[name.partition("_")[0]])
+            flags["adaptive_target_verify_cost_table_output"] = str(table)
+        build(name, algo, width, **flags)
     return engines, calib
 
 
@@ -287,7 +257,9 @@ def main(argv=None) -> int:
                 stream = sets[source][: max(args.num_prompts, B)] if sets else None
                 runs: dict[str, list] = {n: [] for n in args.configs}
                 reference, by_prompt = None, None  # the plain run's greedy outputs (the oracle's reference)
-                for rep in range(args.repeats):
+                if args.paired:
+                    ratios = measure_pairs(args, isolated, dtype, source, B, runs, t_start)
+                for rep in range(0 if args.paired else args.repeats):
                     order = common.alternating(args.configs, rep)
                     if reference is None and needs_reference and order[0] != "plain":
                         order = ["plain"] + [n for n in order if n != "plain"]
@@ -311,6 +283,8 @@ def main(argv=None) -> int:
                             f"{run.tokens / run.cpu_s:6.1f} tok/s CPU" + (f", acc. length {acc:.2f}" if acc else "")
                             + extra)
                 cells[(dtype, source, B)] = summarize_cell(args, dtype, B, source, runs)
+                if args.paired:
+                    add_paired(cells[(dtype, source, B)], ratios)
         if isolated is not None:
             calib_all.update({k: v for k, v in isolated.calibration.items() if k[0] == dtype})
         del engines

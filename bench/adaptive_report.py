@@ -46,6 +46,14 @@ def summarize_cell(args, dtype, B, source, runs: dict) -> dict:
     return rows
 
 
+def add_paired(rows: dict, ratios: dict) -> None:
+    """--paired: each row gets the per-child ratios to plain (plain: 1.0 by definition) and their median."""
+    for name, row in rows.items():
+        rs = [1.0] if name == "plain" else ratios.get(name, [])
+        row["paired"] = {"ratios": rs, "n": len(rs), "median": median(rs), "min": min(rs, default=None),
+                         "max": max(rs, default=None)}
+
+
 def family_members(fam: str, names, k_max: int) -> dict:
     """fixed settings, full width, oracle and adaptive configurations of a family that were measured."""
     names = set(names)
@@ -82,7 +90,13 @@ def target_rows(args, cells: dict) -> list[dict]:
                 best_any = max(any_fixed, key=lambda x: x["tok_s"])
                 full = rows.get(m["full"])
                 oracle = rows.get(m["oracle"])
-                out.append({
+                paired = {}
+                if "paired" in r:  # the same comparison on the medians of per-child ratios to plain
+                    pbest = max(fixed, key=lambda x: x["paired"]["median"])
+                    paired = {"paired_vs_plain": r["paired"]["median"], "paired_best_fixed": pbest["config"],
+                              "paired_vs_best_fixed": r["paired"]["median"] / pbest["paired"]["median"],
+                              "paired_range": [r["paired"]["min"], r["paired"]["max"]], "paired_n": r["paired"]["n"]}
+                out.append({**paired,
                     "dtype": dtype, "source": source, "batch_size": B, "adaptive": a,
                     "tok_s": r["tok_s"], "best_fixed": best["config"] if best else None,
                     "best_fixed_tok_s": best["tok_s"] if best else None,
@@ -139,6 +153,22 @@ def print_tables(args, cells: dict, targets: list[dict], calib: dict) -> None:
                  fmt(100 * t["controller_share"], 2, "%") if t["controller_share"] is not None else "–"]
                 for t in targets]
         print(markdown_table(head, body, "llrlrlrlr" + "r" * 4))
+        paired = [t for t in targets if "paired_vs_plain" in t]
+        if paired:
+            print("\n### paired (--paired): medians over children of each child's ratio to its own plain runs\n")
+            head = ["dtype", "source", "B", "adaptive", "children", "× plain (paired)", "range",
+                    "best fixed (paired)", "÷ best fixed (paired)"]
+            body = [[t["dtype"], t["source"], t["batch_size"], t["adaptive"], t["paired_n"],
+                     f"{t['paired_vs_plain']:.3f}×", f"{t['paired_range'][0]:.3f}-{t['paired_range'][1]:.3f}",
+                     display_name(t["paired_best_fixed"]), f"{t['paired_vs_best_fixed']:.3f}×"] for t in paired]
+            print(markdown_table(head, body, "llrlrrllr"))
+    rows = [r for c in cells.values() for r in c.values() if "paired" in r and r["config"] != "plain"]
+    if rows:
+        print("\n### paired ratios to plain, every configuration (per child: tok/s over its own plain runs)\n")
+        head = ["dtype", "source", "B", "config", "children", "median", "per child"]
+        body = [[r["dtype"], r["source"], r["batch_size"], display_name(r["config"]), r["paired"]["n"],
+                 f"{r['paired']['median']:.3f}×", " ".join(f"{x:.3f}" for x in r["paired"]["ratios"])] for r in rows]
+        print(markdown_table(head, body, "llrlrrl"))
     if calib:
         print("\n### calibration of the adaptive engines (start-up)\n")
         head = ["dtype", "engine", "start-up s", "warm-up + calibration s", "table", "held-out median error",

@@ -44,7 +44,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import common  # noqa: E402
-from bench.adaptive import DEFAULT_CALIBRATION, sparse_target_rows  # noqa: E402
+from bench.adaptive_calibration import DEFAULT_CALIBRATION, sparse_target_rows  # noqa: E402
 from bench.common import fmt, fmt_hist, fmt_ratio, log, markdown_table, median  # noqa: E402
 from bench.speculative import parse_config as parse_fixed  # noqa: E402
 

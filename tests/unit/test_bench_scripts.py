@@ -45,3 +45,47 @@ def test_staggered_arrivals_join_a_running_batch_and_change_no_output(tiny_llama
     assert staggered.outputs == at_once.outputs and all(len(o) == 12 for o in staggered.outputs)
     assert staggered.stats["mean_batch"] == 1.0 < at_once.stats["mean_batch"]
     llm.close()
+
+
+def test_paired_ratios_are_per_child_and_the_best_fixed_is_chosen_on_them():
+    """bench/adaptive.py --paired (issue 13's floor): a child's ratio is its own tokens/CPU-s over its own
+    plain runs', and the paired comparison picks the best fixed setting by the medians of those ratios."""
+    from types import SimpleNamespace
+
+    from bench.adaptive_isolated import pair_ratio
+    from bench.adaptive_report import add_paired, target_rows
+    from bench.common import Run
+
+    def run(tokens, cpu):
+        return Run(config="x", outputs=[[0] * tokens], wall_s=cpu, cpu_s=cpu, tpot_ms=[1.0], stats={})
+
+    # 100 tokens in 2 s + 100 in 3 s = 40 tok/s against plain's 200 tokens in 4 s = 50 tok/s
+    assert pair_ratio([run(100, 2.0), run(100, 2.0)], [run(100, 2.0), run(100, 3.0)]) == pytest.approx(0.8)
+
+    def row(name, tok_s):
+        return {"config": name, "tok_s": tok_s, "ratio_to_plain": tok_s / 100, "controller_share": None,
+                "chosen": None, "chosen_axis": None}
+
+    # unpaired medians say mtp_k1 beats plain; the children's own ratios say it loses to plain
+    rows = {"plain": row("plain", 100.0), "mtp_k1": row("mtp_k1", 104.0), "mtp_step": row("mtp_step", 101.0)}
+    add_paired(rows, {"mtp_k1": [0.97, 0.99, 0.98], "mtp_step": [0.995, 1.01, 0.99, 1.0]})
+    assert rows["plain"]["paired"]["median"] == 1.0
+    assert rows["mtp_step"]["paired"]["n"] == 4 and rows["mtp_step"]["paired"]["median"] == pytest.approx(0.9975)
+    args = SimpleNamespace(configs=["plain", "mtp_k1", "mtp_step"], k_max=1)
+    (t,) = target_rows(args, {("float32", "mixed", 8): rows})
+    assert t["best_fixed"] == "mtp_k1" and t["paired_best_fixed"] == "plain"
+    assert t["paired_vs_best_fixed"] == pytest.approx(0.9975)
+    assert t["paired_range"] == [0.99, 1.01]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--paired"], "--paired needs --isolate"),
+    (["--isolate", "--paired", "--configs=plain,dspark7_oracle"], "does not measure oracle"),
+])
+def test_paired_flag_is_refused_where_it_cannot_measure(argv, message, capsys):
+    from bench.adaptive import parse_args
+
+    with pytest.raises(SystemExit) as e:
+        parse_args(argv)
+    assert e.value.code == 2
+    assert message in capsys.readouterr().err

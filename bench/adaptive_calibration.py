@@ -1,0 +1,59 @@
+"""bench/adaptive.py's calibration files: the small explicit calibration every adaptive engine of the
+bench uses (--calibration_json overrides it), and the adaptive-verify target rows it prepares."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from bench.adaptive_configs import VERIFY_FAMILIES
+
+
+DEFAULT_CALIBRATION = {"model": "additive",
+                       "contexts": [{"prefill_tokens": 192, "min_kv_length": 1, "max_kv_length": 512}],
+                       "warmup_steps": 2, "window_steps": 8, "windows_per_point": 3}
+
+
+def calibration_fields(args) -> dict:
+    """The calibration fields shared by every adaptive engine (request buckets default to the batch sizes)."""
+    data = json.loads(Path(args.calibration_json).read_text()) if args.calibration_json else dict(DEFAULT_CALIBRATION)
+    data.setdefault("request_buckets", list(args.batch_sizes))
+    return data
+
+
+def sparse_target_rows(buckets, width: int) -> dict[str, list[int]]:
+    """Per request bucket B, the prepared target-row buckets covering B, 2B, 4B and B(w+1) (the R-F6
+    bindings): the additive model interpolates theta(G) between them, and the grid stays connected
+    through shared G values. Used only with the bench's default calibration."""
+    try:
+        from adaspec.geometry import PreparedGeometry
+    except ImportError:  # older layout
+        from adaspec.runner.buckets import PreparedGeometry
+
+    geometry = PreparedGeometry.build(list(buckets), width)
+    out = {}
+    for b in buckets:
+        out[str(b)] = sorted({g for x in (b, 2 * b, 4 * b, b * (width + 1))
+                              if (g := geometry.pad_rows(b, x)) is not None})
+    return out
+
+
+def write_calibration_files(args, workdir: Path) -> dict:
+    """{"step": draft-step config file, fam: verify calibration file per verify family}."""
+    fields = calibration_fields(args)
+    files = {}
+    for fam, (_, w) in VERIFY_FAMILIES.items():
+        data = dict(fields)
+        if not args.calibration_json:
+            data["target_graph_rows"] = sparse_target_rows(data["request_buckets"], w)
+        files[fam] = workdir / f"verify_calibration_{fam}.json"
+        files[fam].write_text(json.dumps(data, indent=1))
+    step_fields = {k: v for k, v in fields.items() if k not in ("draft_width", "target_graph_rows")}
+    if not args.calibration_json:
+        step_fields.pop("model", None)  # the engine's draft-step default (per-bucket sps)
+    files["step"] = workdir / "draft_step_config.json"
+    files["step"].write_text(json.dumps({"version": 1, "calibration": step_fields}, indent=1))
+    files["step_sym"] = workdir / "draft_step_config_sym.json"  # the symmetric k = 0 rule (zero_confidence 0)
+    files["step_sym"].write_text(json.dumps({"version": 1, "policy": {"zero_confidence": 0.0},
+                                             "calibration": step_fields}, indent=1))
+    return files
