@@ -11,7 +11,9 @@
 // holds K rows of its 32 columns' float16 values, 64 bytes each, so a panel is one sequential
 // stream. Why a kernel of our own: FBGEMM's fp16 kernel runs at ~100 GFLOPS from about 32 rows
 // up, but streams the weights poorly at 4-16 rows (82 GFLOPS at 8 rows against ~94 here, with the
-// prefetch below), which are the rows of batched decode and of verify.
+// prefetch below), which are the rows of batched decode and of verify. CPUs with AVX2 but no AVX-512
+// get a second path below (same layout and arithmetic), which models/native_gemm.py gives every
+// product of a layer where FBGEMM's rows depend on the row count.
 
 #include <cstdint>
 
@@ -95,7 +97,83 @@ int adaspec_gemm_f16w(const float *x, int64_t M, int64_t K, int64_t ldx, const u
 
 }  // extern "C"
 
-#else  // no AVX-512 with F16C: the fp16w backend keeps FBGEMM's kernel at every row count
+#elif defined(__AVX2__) && defined(__F16C__) && defined(__FMA__)
+// AVX2 (8 lanes, 16 vector registers). The same packed layout and the same arithmetic per output
+// element (one float32 FMA chain over k in order, from 0), so a row's bits never depend on the tile
+// that computes it or on how many rows share the call. On these CPUs FBGEMM's own fp16-weight kernel
+// changes its summation with the row count, so models/native_gemm.py gives this kernel every product
+// of a layer whose bits differ from FBGEMM's: that is what keeps a verify row equal to a decode row.
+#include <immintrin.h>
+
+namespace {
+
+constexpr int PREFETCH = 16;
+
+// 1-3 rows over a whole panel (4 accumulators per row; the rows' inputs broadcast first, one weight
+// vector live at a time, so 3 rows fit the 16 registers): decode-sized products stream the panel once
+template <int MR>
+void tile_full(const float *x, int64_t ldx, const uint16_t *w, int64_t K, float *y, int64_t ldy, int64_t ncols) {
+    __m256 acc[MR][4];
+    for (int i = 0; i < MR; i++)
+        for (int j = 0; j < 4; j++) acc[i][j] = _mm256_setzero_ps();
+    for (int64_t k = 0; k < K; k++) {
+        const uint16_t *wp = w + k * 32;
+        _mm_prefetch((const char *)(wp + PREFETCH * 32), _MM_HINT_T0);
+        __m256 a[MR];
+        for (int i = 0; i < MR; i++) a[i] = _mm256_broadcast_ss(x + i * ldx + k);
+        for (int j = 0; j < 4; j++) {
+            const __m256 b = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wp + 8 * j)));
+            for (int i = 0; i < MR; i++) acc[i][j] = _mm256_fmadd_ps(a[i], b, acc[i][j]);
+        }
+    }
+    alignas(32) float tmp[32];
+    for (int i = 0; i < MR; i++) {
+        for (int j = 0; j < 4; j++) _mm256_store_ps(tmp + 8 * j, acc[i][j]);
+        for (int c = 0; c < ncols; c++) y[i * ldy + c] = tmp[c];
+    }
+}
+
+}  // namespace
+
+extern "C" {
+
+int adaspec_gemm_f16w_available(void) { return 2; }  // 2: the AVX2 kernel
+
+int adaspec_pack_f16w(const float *w, int64_t N, int64_t K, uint16_t *out) {
+    if (N <= 0 || K <= 0) return -1;
+    const int64_t P = (N + 31) / 32;
+    for (int64_t p = 0; p < P; p++)
+        for (int64_t k = 0; k < K; k++)
+            for (int j = 0; j < 32; j++) {
+                const int64_t n = p * 32 + j;
+                out[(p * K + k) * 32 + j] = _cvtss_sh(n < N ? w[n * K + k] : 0.0f, _MM_FROUND_TO_NEAREST_INT);
+            }
+    return 0;
+}
+
+int adaspec_gemm_f16w(const float *x, int64_t M, int64_t K, int64_t ldx, const uint16_t *w, int64_t N, float *y,
+                      int64_t ldy) {
+    if (M < 0 || N <= 0 || K <= 0 || ldx < K || ldy < N) return -1;
+    const int64_t P = (N + 31) / 32;
+    for (int64_t p = 0; p < P; p++) {
+        const int64_t nc = N - p * 32 < 32 ? N - p * 32 : 32;
+        const uint16_t *wp = w + p * K * 32;
+        float *yp = y + p * 32;
+        // blocks of 3 rows over the whole panel (from L2 after the first block); widening the panel to
+        // float32 once and running 6-row blocks over 16-column halves was slower here at 4-192 rows
+        for (int64_t m = 0; m < M; m += 3) {
+            const int64_t mr = M - m < 3 ? M - m : 3;
+            if (mr == 3) tile_full<3>(x + m * ldx, ldx, wp, K, yp + m * ldy, ldy, nc);
+            else if (mr == 2) tile_full<2>(x + m * ldx, ldx, wp, K, yp + m * ldy, ldy, nc);
+            else tile_full<1>(x + m * ldx, ldx, wp, K, yp + m * ldy, ldy, nc);
+        }
+    }
+    return 0;
+}
+
+}  // extern "C"
+
+#else  // neither AVX-512 nor AVX2 with F16C and FMA: the fp16w backend keeps FBGEMM's kernel at every row count
 
 extern "C" {
 int adaspec_gemm_f16w_available(void) { return 0; }

@@ -13,7 +13,9 @@ the drafts and of both LM heads:
   which computes bit-identical results); the latter is the fallback if a torch drops the former.
   With `--layer_kernels=native`, products of the row counts (up to 32) where adaspec's own kernel was
   measured faster at load run in it instead, layer by
-  layer where it gives FBGEMM's bits on this machine (models/native_gemm.py says why and how).
+  layer where it gives FBGEMM's bits on this machine (models/native_gemm.py says why and how). On
+  CPUs where FBGEMM's rows depend on the row count (AVX2 without AVX-512), that kernel runs every
+  fp16w product instead, which keeps rows independent of M.
 - `bf16`: weights in bfloat16; activations cast to bfloat16 for the product (oneDNN), output in the
   input's dtype. On CPU the weights are reordered once into oneDNN's blocked layout
   (`torch.ops.mkldnn._linear_pointwise`), where `F.linear` reorders them again in every call. On the
@@ -162,6 +164,7 @@ class Fp16wLinear(PackedLinear):
     # only where it gives FBGEMM's bits
     native_gemm = None
     native_rows: frozenset = frozenset()
+    native_all = False  # every product in adaspec's kernel (FBGEMM's rows depend on M here; native_gemm.serve_all_rows)
 
     def __init__(self, weight, bias):
         super().__init__(weight, bias)
@@ -184,6 +187,11 @@ class Fp16wLinear(PackedLinear):
                 raise RuntimeError(unavailable_reason("fp16w"))
 
     def _product(self, x: torch.Tensor) -> torch.Tensor:
+        if self.native_all:
+            x2 = x.reshape(-1, self.in_features)
+            if x2.dtype != torch.float32 or x2.stride(1) != 1 or x2.stride(0) < self.in_features:
+                x2 = x2.float().contiguous()
+            return self.native_gemm(x2).view(*x.shape[:-1], self.out_features)
         if self.native_gemm is not None and x.dim() == 2 and x.shape[0] in self.native_rows \
                 and x.dtype == torch.float32 and x.stride(1) == 1 and x.stride(0) >= x.shape[1]:
             return self.native_gemm(x)

@@ -112,13 +112,21 @@ def _sample(linears: list[nn.Linear]):
     return items, counts
 
 
-def _fn(backend: str, w: torch.Tensor):
+def _fn(backend: str, w: torch.Tensor, native: bool = False):
+    """A product with `w` as `backend` runs it in the model; `native` (--layer_kernels resolved to
+    native): an fp16w layer whose FBGEMM rows depend on M here runs adaspec's kernel for every product,
+    as native_gemm.attach_for will do for the model's own layers."""
     if backend == "fp32":
         return lambda x: F.linear(x, w)
-    return pack_linear(w, None, backend)
+    module = pack_linear(w, None, backend)
+    if native and backend == "fp16w":
+        from .native_gemm import serve_all_rows
+
+        serve_all_rows(module)
+    return module
 
 
-def _auto(model: nn.Module, rows: tuple[int, ...], budget_s: float = 1.5):
+def _auto(model: nn.Module, rows: tuple[int, ...], budget_s: float = 1.5, native: bool = False):
     t_start = time.perf_counter()
     unavailable = {b: r for b in CANDIDATES if (r := unavailable_reason(b))}
     cands = [b for b in CANDIDATES if b not in unavailable]
@@ -127,7 +135,7 @@ def _auto(model: nn.Module, rows: tuple[int, ...], budget_s: float = 1.5):
     for b in cands:
         for shape, w, scale, module in items:
             try:
-                fns[b].append(_fn(b, w))
+                fns[b].append(_fn(b, w, native))
             except ValueError:  # fp16w: weights outside the float16 range -> not a candidate
                 unavailable[b] = "weights outside the float16 range"
                 break
@@ -158,8 +166,8 @@ def _auto(model: nn.Module, rows: tuple[int, ...], budget_s: float = 1.5):
         first = {}
         for (shape, w, _, _), j in zip(items, range(len(items))):
             first.setdefault(shape, j)
-        ri = {b: all(row_independent(fns[b][j], items[j][1].shape[1]) and _kernel_row_independent(b, items[j][1].shape)
-                     for j in first.values()) for b in cands}
+        ri = {b: all(row_independent(fns[b][j], items[j][1].shape[1])
+                     and _kernel_row_independent(b, items[j][1].shape, native) for j in first.values()) for b in cands}
     choice = pick(est, ri)
     why = ("fastest of the row-independent backends" if ri[choice] else
            "fastest; no candidate has rows independent of M here, so speculation is exact only up to rounding")
@@ -197,7 +205,7 @@ def select_backend(requested: str, model: nn.Module, verify_rows: int = 4) -> tu
         return BackendChoice(requested, native, implementation(native), f"the {dtype_name} dtype's own kernels"), {}
     if requested == "auto":
         rows = (1, max(2, min(16, verify_rows)))
-        return _auto(model, rows)
+        return _auto(model, rows, native=getattr(model, "layer_kernels", "torch") == "native")
     why = unavailable_reason(requested)
     if why:
         raise ConfigError(f"--linear_backend={requested} cannot run here: {why}; use --linear_backend=auto or fp32",
@@ -206,12 +214,12 @@ def select_backend(requested: str, model: nn.Module, verify_rows: int = 4) -> tu
     return choice, {}
 
 
-def _kernel_row_independent(backend: str, shape: tuple[int, int]) -> bool:
+def _kernel_row_independent(backend: str, shape: tuple[int, int], native: bool = False) -> bool:
     """The same check on random weights of `shape`: the model's own weights can hide a kernel's row
     dependence (dequantised GGUF values make some bf16 sums exact whatever their order)."""
     g = torch.Generator().manual_seed(1)
     w = torch.randn(*shape, generator=g) * shape[1] ** -0.5
-    return row_independent(_fn(backend, w), shape[1])
+    return row_independent(_fn(backend, w, native), shape[1])
 
 
 def check_rows(choice: BackendChoice, model: nn.Module) -> None:
@@ -222,7 +230,8 @@ def check_rows(choice: BackendChoice, model: nn.Module) -> None:
     for m in model.modules():
         if isinstance(m, nn.Module) and hasattr(m, "in_features") and hasattr(m, "out_features"):
             shapes.setdefault((m.out_features, m.in_features), m)
+    native = getattr(model, "layer_kernels", "torch") == "native"
     with torch.inference_mode():
         choice.row_independent[choice.backend] = all(
-            row_independent(m, m.in_features) and _kernel_row_independent(choice.backend, shape)
+            row_independent(m, m.in_features) and _kernel_row_independent(choice.backend, shape, native)
             for shape, m in shapes.items())

@@ -206,10 +206,11 @@ def load_model(model_dir: str | os.PathLike, dtype=None, device="cpu", linear_ba
 
     choice, reuse = select_backend(linear_backend, model, verify_rows)
     choice.kept_fp32 = pack_module(model, choice.backend, reuse)["kept_fp32"]
+    # before the row check: on a CPU where FBGEMM's rows depend on M, adaspec's kernel takes every fp16w product
+    model.native_gemm = attach_for(model, choice.backend, model.layer_kernels)
     if linear_backend != "fp32":  # fp32 (training, tests, HF parity) skips the check: today's behaviour
         check_rows(choice, model)
     model.linear_backend, model.linear_choice = choice.backend, choice
-    model.native_gemm = attach_for(model, choice.backend, model.layer_kernels)
     return cfg, model
 
 

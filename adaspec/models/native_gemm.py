@@ -18,6 +18,16 @@ tied at 1-4 (BENCHMARKS.md). Every other size runs in FBGEMM. Where the bits dif
 another FBGEMM), or the kernels cannot run (no AVX-512 with F16C, `ADASPEC_NATIVE_KERNELS=0`, `--layer_kernels=torch`),
 FBGEMM does every product, as before. The packed copy costs the weights' float16 bytes a second
 time (270 MB for the bundled model).
+
+CPUs with AVX2 but no AVX-512 (an AMD EPYC VM, 2026-12-05): there FBGEMM's fp16-weight kernel changes
+a row's summation with the row count (`fbgemm_row_independent`, checked per weight shape on random
+weights), so a verify row would not equal a decode row, and `auto` fell back to bf16, the only
+row-independent candidate and the slowest (13.9 tok/s against FBGEMM fp16w's 27.5 at batch 1).
+gemm.cpp has an AVX2 path with the same packed layout and the same per-element FMA chain, and
+`serve_all_rows` gives it *every* product of such a layer (any row count, prefill included): rows
+are then independent of M by construction, without FBGEMM's bits. It runs a decode row ~1.15x
+FBGEMM's speed and 2-32 rows at 0.5-0.9x (BENCHMARKS.md, "fp16w on AVX2"); `auto` times it as the
+fp16w candidate (linear_select passes the resolved --layer_kernels).
 """
 
 from __future__ import annotations
@@ -54,7 +64,7 @@ def _functions():
     if isinstance(lib, str):
         return lib
     if not lib.adaspec_gemm_f16w_available():
-        return "the kernel needs AVX-512 with F16C, which this CPU (or compiler) lacks"
+        return "the kernel needs AVX-512 or AVX2 with F16C and FMA, which this CPU (or compiler) lacks"
     pack, gemm = lib.adaspec_pack_f16w, lib.adaspec_gemm_f16w
     pack.argtypes, pack.restype = [_P, _I64, _I64, _P], ctypes.c_int
     gemm.argtypes, gemm.restype = [_P, _I64, _I64, _I64, _P, _I64, _P, _I64], ctypes.c_int
@@ -86,6 +96,32 @@ def unavailable() -> str | None:
     """Why gemm.cpp cannot run here (None: it can)."""
     f = build.disabled() or _functions()
     return f if isinstance(f, str) else None
+
+
+@lru_cache(maxsize=None)
+def fbgemm_row_independent(shape: tuple[int, int]) -> bool:
+    """Whether FBGEMM's fp16-weight product keeps a row's bits whatever the row count, for an
+    [out, in] weight of `shape` on this machine (random weights: a model's own can hide it). It does on
+    the AVX-512 CPUs this was built on; on AVX2 ones its kernel changes the summation with the rows."""
+    from .linear import Fp16wLinear, row_independent
+
+    g = torch.Generator().manual_seed(1)
+    module = Fp16wLinear(torch.randn(*shape, generator=g) * shape[1] ** -0.5, None)
+    with torch.inference_mode():
+        return row_independent(module._fbgemm, shape[1])
+
+
+def serve_all_rows(module) -> bool:
+    """Give an fp16w layer adaspec's kernel for *every* product when FBGEMM's rows depend on the row
+    count for its shape here and the kernel runs: its bits then never depend on how many rows share a
+    call (a verify row equals a decode row, R-B2). False (nothing changed) otherwise."""
+    if unavailable() is not None or module.native_gemm is not None \
+            or fbgemm_row_independent((module.out_features, module.in_features)):
+        return False
+    pack, gemm = _functions()
+    weights = module.dense_weight() if module.weight16 is None else module.weight16.float()
+    module.native_gemm, module.native_all = NativeF16w(weights, gemm, pack), True
+    return True
 
 
 def rows_from_speedups(speedups: dict[int, float], margin: float = MARGIN) -> frozenset[int]:
@@ -135,7 +171,8 @@ def attach(root: torch.nn.Module, seed: int = 0, rows=None) -> dict:
     from .linear import Fp16wLinear
 
     reason = unavailable()
-    report = {"attached": 0, "mismatched": [], "reason": reason, "rows": [], "speedups": None}
+    report = {"attached": 0, "mismatched": [], "reason": reason, "rows": [], "speedups": None,
+              "all_rows": sum(getattr(m, "native_all", False) for m in root.modules())}
     if reason is not None:
         return report
     pack, gemm = _functions()
@@ -143,6 +180,9 @@ def attach(root: torch.nn.Module, seed: int = 0, rows=None) -> dict:
     attached = []
     for name, module in root.named_modules():
         if not isinstance(module, Fp16wLinear) or module.native_gemm is not None:
+            continue
+        if serve_all_rows(module):
+            report["all_rows"] += 1
             continue
         weights = module.dense_weight() if module.weight16 is None else module.weight16.float()
         native = NativeF16w(weights, gemm, pack)
@@ -153,7 +193,7 @@ def attach(root: torch.nn.Module, seed: int = 0, rows=None) -> dict:
         else:
             report["mismatched"].append(name)
     report["attached"] = len(attached)
-    if report["mismatched"] and not attached:
+    if report["mismatched"] and not attached and not report["all_rows"]:
         report["reason"] = "its products differ from FBGEMM's in the last bits on this machine"
     if attached:
         if rows is None:
@@ -197,6 +237,9 @@ def describe(report: dict) -> str:
     """One start-up line's worth: what `attach` did."""
     if report["reason"] is not None:
         return f"fp16w products in FBGEMM at every row count ({report['reason']})"
+    if report.get("all_rows") and not report["attached"]:
+        return (f"fp16w products of every row count in adaspec's kernel ({report['all_rows']} layers: FBGEMM's "
+                "summation changes with the row count on this CPU, adaspec's does not)")
     if not report["rows"]:
         said = "fp16w products in FBGEMM at every row count (adaspec's kernel was not faster at any of 1-" \
                f"{MAX_ROWS} rows here)"

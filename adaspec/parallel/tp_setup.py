@@ -40,13 +40,13 @@ def load_shard(model_dir, dtype, device, linear_backend: str, verify_rows: int, 
         if rank != 0:
             choice, reuse = select_backend(backend, model, verify_rows)
         choice.kept_fp32 = pack_module(model, choice.backend, reuse)["kept_fp32"]
+        model.native_gemm = attach_for(model, choice.backend, model.layer_kernels)  # before the row check
         if linear_backend != "fp32":
             check_rows(choice, model)
     except (UserError, ValueError, RuntimeError) as e:
         error = f"packing its shard with --linear_backend={backend}: {e}"
     agree(error)
     model.linear_backend, model.linear_choice = choice.backend, choice
-    model.native_gemm = attach_for(model, choice.backend, model.layer_kernels)
     return cfg, model
 
 

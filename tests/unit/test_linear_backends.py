@@ -45,9 +45,17 @@ def test_packed_output_is_close_to_fp32(backend, shape):
 @pytest.mark.parametrize("backend", [b for b in ("fp16w", "int8") if b in PACKED])
 @pytest.mark.parametrize("shape", SHAPES)
 def test_rows_do_not_depend_on_the_row_count(backend, shape):
-    """R-B2 on the backend: M = 1 and M = 2..16 give the same bits for the same row."""
+    """R-B2 on the backend as the engine runs it: M = 1 and M = 2..16 give the same bits for the same row.
+    fp16w on a CPU whose FBGEMM changes a row's summation with M (AVX2): adaspec's kernel runs every product."""
+    from adaspec.models import native_gemm
+
     w, b = weights(*shape, seed=3)
-    assert row_independent(pack_linear(w, b, backend), shape[1])
+    m = pack_linear(w, b, backend)
+    if backend == "fp16w" and not native_gemm.serve_all_rows(m) \
+            and not native_gemm.fbgemm_row_independent(tuple(w.shape)):
+        pytest.skip(f"FBGEMM's rows depend on M here and adaspec's kernel cannot run ({native_gemm.unavailable()}): "
+                    "`auto` does not choose fp16w then")
+    assert row_independent(m, shape[1])
 
 
 def test_fp16w_values_are_the_float16_rounded_weights():

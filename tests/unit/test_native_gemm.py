@@ -23,9 +23,17 @@ def _available():
     if build.compiler() is None:
         pytest.skip("no C++ compiler on this machine: the native kernels cannot be built")
     reason = native_gemm.unavailable()
-    if reason is not None and "AVX-512" in reason:
+    if reason is not None and "AVX" in reason:
         pytest.skip(reason)
     assert reason is None, reason  # a compiler is present: a failed build is a bug
+
+
+@pytest.fixture
+def fbgemm_keeps_rows():
+    """The regime where FBGEMM's rows keep their bits whatever M (the AVX-512 CPUs): the kernel must
+    then give FBGEMM's bits to serve some row counts. Elsewhere it serves every product (tests at the end)."""
+    if not native_gemm.fbgemm_row_independent((64, 64)):
+        pytest.skip("FBGEMM's rows depend on the row count on this CPU: adaspec's kernel serves every product")
 
 
 def _layer(out_features, in_features, seed=0, bias=False):
@@ -43,10 +51,11 @@ EVERY_ROW = range(1, native_gemm.MAX_ROWS + 1)  # every row count the kernel may
 
 
 @pytest.mark.parametrize("out_features,in_features", SHAPES)
-def test_the_kernel_gives_fbgemms_bits_at_every_row_count_it_may_serve(out_features, in_features):
+def test_the_kernel_gives_fbgemms_bits_at_every_row_count_it_may_serve(out_features, in_features, fbgemm_keeps_rows):
     layer = _layer(out_features, in_features)
     report = native_gemm.attach(layer, rows=EVERY_ROW)
-    assert report == {"attached": 1, "mismatched": [], "reason": None, "rows": list(EVERY_ROW), "speedups": None}
+    assert report == {"attached": 1, "mismatched": [], "reason": None, "rows": list(EVERY_ROW), "speedups": None,
+                      "all_rows": 0}
     g = torch.Generator().manual_seed(1)
     for m in list(EVERY_ROW) + [33, 40]:
         x = torch.randn(m, in_features, generator=g) * 3
@@ -57,7 +66,7 @@ def test_the_kernel_gives_fbgemms_bits_at_every_row_count_it_may_serve(out_featu
         assert torch.equal(ours, theirs), (m, (ours - theirs).abs().max().item())
 
 
-def test_a_row_has_the_same_bits_whichever_kernel_ran_its_product():
+def test_a_row_has_the_same_bits_whichever_kernel_ran_its_product(fbgemm_keeps_rows):
     layer = _layer(200, 96, bias=True)
     native_gemm.attach(layer, rows=range(4, 33))
     x = torch.randn(40, 96, generator=torch.Generator().manual_seed(2))
@@ -74,7 +83,7 @@ def test_a_strided_input_is_read_in_place():
     assert torch.equal(layer(x), layer(x.contiguous()))
 
 
-def test_attach_covers_every_fp16w_layer_of_a_model_once_and_skips_the_rest(tiny_llama_dir):
+def test_attach_covers_every_fp16w_layer_of_a_model_once_and_skips_the_rest(tiny_llama_dir, fbgemm_keeps_rows):
     from adaspec.models.loader import load_model
 
     _, model = load_model(tiny_llama_dir, linear_backend="fp16w", layer_kernels="native")
@@ -94,7 +103,7 @@ def test_attach_covers_every_fp16w_layer_of_a_model_once_and_skips_the_rest(tiny
     assert fp32.native_gemm is None
 
 
-def test_a_layer_whose_bits_differ_keeps_fbgemm_and_is_named(monkeypatch):
+def test_a_layer_whose_bits_differ_keeps_fbgemm_and_is_named(monkeypatch, fbgemm_keeps_rows):
     root = torch.nn.Sequential(torch.nn.Linear(64, 64, bias=False))
     pack_module(root, "fp16w")
     real = native_gemm.NativeF16w.__call__
@@ -128,7 +137,7 @@ def test_the_served_row_counts_follow_the_nearest_timed_count():
     assert "FBGEMM at every row count" in native_gemm.describe(report)
 
 
-def test_measuring_times_both_kernels_at_every_timed_row_count():
+def test_measuring_times_both_kernels_at_every_timed_row_count(fbgemm_keeps_rows):
     layers = [_layer(96, 64, seed=i) for i in range(3)]
     for layer in layers:
         native_gemm.attach(layer, rows=())
@@ -143,3 +152,51 @@ def test_measuring_times_both_kernels_at_every_timed_row_count():
     for kind in ("native", "fbgemm"):
         for m in native_gemm.TIMED_ROWS:
             assert calls.count((kind, m)) == 2 * len(layers), (kind, m)
+
+
+# ---- CPUs whose FBGEMM changes a row's summation with the row count (AVX2): every product in the kernel
+
+
+@pytest.fixture
+def fbgemm_rows_depend(monkeypatch):
+    """Such a CPU, on any machine the kernel runs on."""
+    monkeypatch.setattr(native_gemm, "fbgemm_row_independent", lambda shape: False)
+
+
+@pytest.mark.parametrize("out_features,in_features", SHAPES)
+def test_where_fbgemms_rows_depend_on_m_the_kernel_serves_every_product(out_features, in_features,
+                                                                          fbgemm_rows_depend):
+    layer = _layer(out_features, in_features, bias=True)
+    report = native_gemm.attach(layer)
+    assert (report["attached"], report["all_rows"], report["reason"]) == (0, 1, None)
+    assert layer.native_all and "every row count in adaspec's kernel" in native_gemm.describe(report)
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(70, in_features, generator=g) * 3
+    alone = torch.cat([layer(x[i:i + 1]) for i in range(70)])
+    for m in (2, 3, 4, 5, 7, 12, 13, 32, 33, 70):  # decode, verify and prefill sizes: a row keeps its bits
+        assert torch.equal(layer(x[:m]), alone[:m]), m
+    assert torch.equal(layer(x[:12].view(3, 4, in_features)), alone[:12].view(3, 4, out_features))  # batched 3-D
+    assert torch.equal(layer(x[:, :in_features].t().contiguous().t()), alone)  # column-major input: copied, same bits
+    w16 = layer.dense_weight().double()
+    ref = x.double() @ w16.t() + layer.bias.double()
+    assert torch.allclose(alone.double(), ref, rtol=1e-5, atol=1e-4 * in_features ** 0.5)
+
+
+def test_a_row_independent_fbgemm_is_left_alone(monkeypatch):
+    monkeypatch.setattr(native_gemm, "fbgemm_row_independent", lambda shape: True)
+    layer = _layer(64, 48)
+    assert native_gemm.serve_all_rows(layer) is False
+    assert layer.native_gemm is None and not layer.native_all
+
+
+def test_a_model_on_such_a_cpu_has_rows_independent_of_m_under_fp16w_and_auto(tiny_llama_dir, fbgemm_rows_depend):
+    from adaspec.models.loader import load_model
+
+    for backend in ("fp16w", "auto"):
+        _, model = load_model(tiny_llama_dir, linear_backend=backend, layer_kernels="native")
+        layers = [m for m in model.modules() if isinstance(m, Fp16wLinear)]
+        if backend == "auto" and not layers:
+            continue  # auto chose another backend on this machine: its own row check applies
+        assert layers and all(m.native_all for m in layers)
+        assert model.native_gemm["all_rows"] == len(layers) and model.native_gemm["attached"] == 0
+        assert model.linear_choice.row_independent["fp16w"] is True  # the row check saw the kernel

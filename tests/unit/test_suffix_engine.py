@@ -113,10 +113,11 @@ def test_mtp_suffix_greedy_equals_plain(tiny_llama_dir, plain, linear_backend, c
     assert st["suffix_rows"] > 0 and st["mtp_rows"] > 0 and st["draft_calls"] > 0  # both sources proposed
 
 
-def test_suffix_fixed_rounds_verify_only_what_was_proposed(tiny_llama_dir, plain):
+def test_suffix_fixed_rounds_verify_only_what_was_proposed(tiny_llama_dir, plain, linear_backend):
     """A request without a match verifies no rows in a fixed-k round (it costs what plain decoding costs)."""
     params, ref = plain
-    llm = LLM(str(tiny_llama_dir), speculative_algorithm="Suffix", num_speculative_tokens=5, **COMMON)
+    llm = LLM(str(tiny_llama_dir), speculative_algorithm="Suffix", num_speculative_tokens=5,
+              linear_backend=linear_backend, **COMMON)  # the backend of `plain` (auto may choose another one)
     eng = llm.engine
     seen = []
     eng.round_observers.append(lambda ev: seen.append((ev.result.verify_lens, ev.result.draft_scores)))
