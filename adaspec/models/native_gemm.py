@@ -251,4 +251,6 @@ def describe(report: dict) -> str:
             f"{m}: {r:.2f}" for m, r in sorted(report["speedups"].items())) + " rows"
     if report["mismatched"]:
         said += f"; {len(report['mismatched'])} layers differ and keep FBGEMM"
+    if report.get("all_rows"):
+        said += f"; {report['all_rows']} layers run every product in it (FBGEMM's rows depend on M for their shapes)"
     return said
