@@ -32,7 +32,10 @@ with the same small calibration through `adaptive_draft_step_config`. Calibratio
 table's held-out error (`table.metadata.heldout`) are reported.
 
 Isolation (--isolate, bench/adaptive_isolated.py): every measurement in a fresh child process that
-builds only its own engine; inside one process the build order moves a run by up to ~7%.
+builds only its own engine; inside one process the build order moves a run by up to ~7%. With
+--paired each child builds plain and one other configuration instead (build order alternating),
+serves them A B B A, and the tables add the median over children of the per-child ratio to plain:
+fresh processes of one configuration differ by more than the 2% floor on the 2-vCPU VMs.
 
 Timing: one measurement = a whole prompt stream (max(--num_prompts, B) prompts, prefill included)
 with continuous batching, at most B requests running. Configurations alternate order across

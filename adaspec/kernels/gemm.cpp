@@ -66,19 +66,6 @@ extern "C" {
 
 int adaspec_gemm_f16w_available(void) { return 1; }
 
-// w [N, K] float32 (row-major) -> packed [ceil(N / 32), K, 32] float16, round to nearest even
-int adaspec_pack_f16w(const float *w, int64_t N, int64_t K, uint16_t *out) {
-    if (N <= 0 || K <= 0) return -1;
-    const int64_t P = (N + 31) / 32;
-    for (int64_t p = 0; p < P; p++)
-        for (int64_t k = 0; k < K; k++)
-            for (int j = 0; j < 32; j++) {
-                const int64_t n = p * 32 + j;
-                out[(p * K + k) * 32 + j] = _cvtss_sh(n < N ? w[n * K + k] : 0.0f, _MM_FROUND_TO_NEAREST_INT);
-            }
-    return 0;
-}
-
 // x [M, K] (row stride ldx), packed w as above, y [M, N] (row stride ldy)
 int adaspec_gemm_f16w(const float *x, int64_t M, int64_t K, int64_t ldx, const uint16_t *w, int64_t N, float *y,
                       int64_t ldy) {
@@ -139,18 +126,6 @@ extern "C" {
 
 int adaspec_gemm_f16w_available(void) { return 2; }  // 2: the AVX2 kernel
 
-int adaspec_pack_f16w(const float *w, int64_t N, int64_t K, uint16_t *out) {
-    if (N <= 0 || K <= 0) return -1;
-    const int64_t P = (N + 31) / 32;
-    for (int64_t p = 0; p < P; p++)
-        for (int64_t k = 0; k < K; k++)
-            for (int j = 0; j < 32; j++) {
-                const int64_t n = p * 32 + j;
-                out[(p * K + k) * 32 + j] = _cvtss_sh(n < N ? w[n * K + k] : 0.0f, _MM_FROUND_TO_NEAREST_INT);
-            }
-    return 0;
-}
-
 int adaspec_gemm_f16w(const float *x, int64_t M, int64_t K, int64_t ldx, const uint16_t *w, int64_t N, float *y,
                       int64_t ldy) {
     if (M < 0 || N <= 0 || K <= 0 || ldx < K || ldy < N) return -1;
@@ -183,4 +158,23 @@ int adaspec_gemm_f16w(const float *, int64_t, int64_t, int64_t, const uint16_t *
 }
 }  // extern "C"
 
+#endif
+
+#if (defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))) && defined(__F16C__)
+extern "C" {
+
+// w [N, K] float32 (row-major) -> packed [ceil(N / 32), K, 32] float16, round to nearest even (both paths)
+int adaspec_pack_f16w(const float *w, int64_t N, int64_t K, uint16_t *out) {
+    if (N <= 0 || K <= 0) return -1;
+    const int64_t P = (N + 31) / 32;
+    for (int64_t p = 0; p < P; p++)
+        for (int64_t k = 0; k < K; k++)
+            for (int j = 0; j < 32; j++) {
+                const int64_t n = p * 32 + j;
+                out[(p * K + k) * 32 + j] = _cvtss_sh(n < N ? w[n * K + k] : 0.0f, _MM_FROUND_TO_NEAREST_INT);
+            }
+    return 0;
+}
+
+}  // extern "C"
 #endif
