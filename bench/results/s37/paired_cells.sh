@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../../.."
 CORE=${CORE:-1}; REPS=${REPS:-4}; TEMP=${TEMP:-0}
 CONFIGS=${CONFIGS:-plain,mtp_k1,mtp_step,dspark7_sync,dspark7_async}
-OUT=bench/results/s37
+OUT=${OUT_DIR:-bench/results/s37}
 for cell in $1; do
     src=${cell%%:*}; B=${cell##*:}
     tag="${src}_b${B}_t${TEMP}"
