@@ -167,7 +167,7 @@ def _auto(model: nn.Module, rows: tuple[int, ...], budget_s: float = 1.5, native
         for (shape, w, _, _), j in zip(items, range(len(items))):
             first.setdefault(shape, j)
         ri = {b: all(row_independent(fns[b][j], items[j][1].shape[1])
-                     and _kernel_row_independent(b, items[j][1].shape, native) for j in first.values()) for b in cands}
+                     and kernel_row_independent(b, items[j][1].shape, native) for j in first.values()) for b in cands}
     choice = pick(est, ri)
     why = ("fastest of the row-independent backends" if ri[choice] else
            "fastest; no candidate has rows independent of M here, so speculation is exact only up to rounding")
@@ -214,12 +214,17 @@ def select_backend(requested: str, model: nn.Module, verify_rows: int = 4) -> tu
     return choice, {}
 
 
-def _kernel_row_independent(backend: str, shape: tuple[int, int], native: bool = False) -> bool:
+def kernel_row_independent(backend: str, shape: tuple[int, int], native: bool = False) -> bool:
     """The same check on random weights of `shape`: the model's own weights can hide a kernel's row
     dependence (dequantised GGUF values make some bf16 sums exact whatever their order)."""
     g = torch.Generator().manual_seed(1)
     w = torch.randn(*shape, generator=g) * shape[1] ** -0.5
-    return row_independent(_fn(backend, w, native), shape[1])
+    module = _fn(backend, w, native)
+    if native and backend == "fp16w" and not module.native_all:
+        from .native_gemm import fbgemm_row_independent
+
+        return fbgemm_row_independent(tuple(shape))  # the kernel did not take it: FBGEMM's answer (cached)
+    return row_independent(module, shape[1])
 
 
 def check_rows(choice: BackendChoice, model: nn.Module) -> None:
@@ -233,5 +238,5 @@ def check_rows(choice: BackendChoice, model: nn.Module) -> None:
     native = getattr(model, "layer_kernels", "torch") == "native"
     with torch.inference_mode():
         choice.row_independent[choice.backend] = all(
-            row_independent(m, m.in_features) and _kernel_row_independent(choice.backend, shape, native)
+            row_independent(m, m.in_features) and kernel_row_independent(choice.backend, shape, native)
             for shape, m in shapes.items())

@@ -103,12 +103,10 @@ def fbgemm_row_independent(shape: tuple[int, int]) -> bool:
     """Whether FBGEMM's fp16-weight product keeps a row's bits whatever the row count, for an
     [out, in] weight of `shape` on this machine (random weights: a model's own can hide it). It does on
     the AVX-512 CPUs this was built on; on AVX2 ones its kernel changes the summation with the rows."""
-    from .linear import Fp16wLinear, row_independent
+    from .linear_select import kernel_row_independent
 
-    g = torch.Generator().manual_seed(1)
-    module = Fp16wLinear(torch.randn(*shape, generator=g) * shape[1] ** -0.5, None)
     with torch.inference_mode():
-        return row_independent(module._fbgemm, shape[1])
+        return kernel_row_independent("fp16w", shape)
 
 
 def serve_all_rows(module) -> bool:

@@ -6,22 +6,11 @@ does keeping the deferred refresh's features cost the plain rounds anything?
 """
 import statistics
 
-from inproc import common, engines_for, never_drafting, tok_s
+from inproc import capture_variants, common, engines_for, tok_s
 
 B, src, temp = 16, "mixed", 0.8
 engines, stream = engines_for("plain,mtp_step,dspark7_sync", B, src, 256)
-eng = engines["dspark7_sync"].engine
-orig_add, orig_cap = eng.rounds._add_entries, eng.rounds.capture_layers
-def variant(v):
-    llm = never_drafting(engines["plain" if v == "plain" else "dspark7_sync"])
-    if v == "nocap":
-        eng.rounds._add_entries = lambda out, entries: None
-        eng.rounds.capture_layers = ()
-    elif v == "dspark":
-        eng.rounds._add_entries = orig_add
-        eng.rounds.capture_layers = orig_cap
-    eng.rounds.pending.clear()
-    return llm
+variant = capture_variants(engines)
 res = {v: [] for v in ("plain", "dspark", "nocap")}
 for rep in range(4):
     order = list(res) if rep % 2 == 0 else list(res)[::-1]

@@ -40,3 +40,23 @@ def never_drafting(llm):
 
 def tok_s(run) -> float:
     return sum(map(len, run.outputs)) / run.cpu_s
+
+
+def capture_variants(engines: dict):
+    """variant(v) for v in plain / dspark / nocap: the plain engine, or the DSpark sync engine forced never
+    to draft, with its layer capture and refresh entries as they are (dspark) or switched off (nocap);
+    pending entries cleared (capexp.py, s37/capexp_b4.py)."""
+    eng = engines["dspark7_sync"].engine
+    orig_add, orig_cap = eng.rounds._add_entries, eng.rounds.capture_layers
+
+    def variant(v):
+        llm = never_drafting(engines["plain" if v == "plain" else "dspark7_sync"])
+        if v == "nocap":
+            eng.rounds._add_entries = lambda out, entries: None
+            eng.rounds.capture_layers = ()
+        elif v == "dspark":
+            eng.rounds._add_entries = orig_add
+            eng.rounds.capture_layers = orig_cap
+        eng.rounds.pending.clear()
+        return llm
+    return variant

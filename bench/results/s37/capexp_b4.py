@@ -9,27 +9,12 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "s36"))
-from inproc import common, engines_for, never_drafting, tok_s  # noqa: E402
+from inproc import capture_variants, common, engines_for, tok_s  # noqa: E402
 
 B, src = 4, "mixed"
 toks = int(sys.argv[1]) if len(sys.argv) > 1 else 128
 engines, stream = engines_for("plain,dspark7_sync", B, src, toks)
-eng = engines["dspark7_sync"].engine
-orig_add, orig_cap = eng.rounds._add_entries, eng.rounds.capture_layers
-
-
-def variant(v):
-    llm = never_drafting(engines["plain" if v == "plain" else "dspark7_sync"])
-    if v == "nocap":
-        eng.rounds._add_entries = lambda out, entries: None
-        eng.rounds.capture_layers = ()
-    elif v == "dspark":
-        eng.rounds._add_entries = orig_add
-        eng.rounds.capture_layers = orig_cap
-    eng.rounds.pending.clear()
-    return llm
-
-
+variant = capture_variants(engines)
 for temp in (0.0, 0.8):
     res = {v: [] for v in ("plain", "dspark", "nocap")}
     for rep in range(4):
