@@ -90,33 +90,125 @@ int adaspec_gemm_f16w(const float *x, int64_t M, int64_t K, int64_t ldx, const u
 // that computes it or on how many rows share the call. On these CPUs FBGEMM's own fp16-weight kernel
 // changes its summation with the row count, so models/native_gemm.py gives this kernel every product
 // of a layer whose bits differ from FBGEMM's: that is what keeps a verify row equal to a decode row.
+//
+// Accumulators are named variables, never arrays: with `__m256 acc[MR][4]` GCC 12 kept them in
+// registers but also stored all twelve to the stack on every k, and the one store per cycle bound
+// the loop (~43 GFLOPS at 3+ rows on a Zen 2 core whose FMA peak is ~90; 55-75 without the stores).
 #include <immintrin.h>
 
 namespace {
 
-constexpr int PREFETCH = 16;
+constexpr int PREFETCH = 16;  // k rows ahead in the panel being read
+constexpr int64_t KC = 64;    // k rows per chunk of the 4+-row path (4 KiB of a panel: both halves from L1)
+constexpr int64_t PREFETCH_NEXT = KC + 8;  // the chunk's last pass fetches the next chunk's first rows
+
+inline __m256i lanes(int64_t n) {  // mask of the first n (<= 8) lanes
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+inline void store(float *y, __m256 v, int64_t n) {  // the first n columns of v (none if n <= 0)
+    if (n >= 8) _mm256_storeu_ps(y, v);
+    else if (n > 0) _mm256_maskstore_ps(y, lanes(n), v);
+}
 
 // 1-3 rows over a whole panel (4 accumulators per row; the rows' inputs broadcast first, one weight
 // vector live at a time, so 3 rows fit the 16 registers): decode-sized products stream the panel once
 template <int MR>
 void tile_full(const float *x, int64_t ldx, const uint16_t *w, int64_t K, float *y, int64_t ldy, int64_t ncols) {
-    __m256 acc[MR][4];
-    for (int i = 0; i < MR; i++)
-        for (int j = 0; j < 4; j++) acc[i][j] = _mm256_setzero_ps();
+    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c02 = c00, c03 = c00;
+    __m256 c10 = c00, c11 = c00, c12 = c00, c13 = c00, c20 = c00, c21 = c00, c22 = c00, c23 = c00;
+    const float *x0 = x, *x1 = x + ldx, *x2 = x + 2 * ldx;
     for (int64_t k = 0; k < K; k++) {
         const uint16_t *wp = w + k * 32;
         _mm_prefetch((const char *)(wp + PREFETCH * 32), _MM_HINT_T0);
-        __m256 a[MR];
-        for (int i = 0; i < MR; i++) a[i] = _mm256_broadcast_ss(x + i * ldx + k);
-        for (int j = 0; j < 4; j++) {
-            const __m256 b = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wp + 8 * j)));
-            for (int i = 0; i < MR; i++) acc[i][j] = _mm256_fmadd_ps(a[i], b, acc[i][j]);
+        const __m256 a0 = _mm256_broadcast_ss(x0 + k);
+        __m256 a1, a2;
+        if constexpr (MR > 1) a1 = _mm256_broadcast_ss(x1 + k);
+        if constexpr (MR > 2) a2 = _mm256_broadcast_ss(x2 + k);
+#define ADASPEC_COL(J)                                                                      \
+        {                                                                                   \
+            const __m256 b = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wp + 8 * J))); \
+            c0##J = _mm256_fmadd_ps(a0, b, c0##J);                                          \
+            if constexpr (MR > 1) c1##J = _mm256_fmadd_ps(a1, b, c1##J);                    \
+            if constexpr (MR > 2) c2##J = _mm256_fmadd_ps(a2, b, c2##J);                    \
         }
+        ADASPEC_COL(0) ADASPEC_COL(1) ADASPEC_COL(2) ADASPEC_COL(3)
+#undef ADASPEC_COL
     }
-    alignas(32) float tmp[32];
-    for (int i = 0; i < MR; i++) {
-        for (int j = 0; j < 4; j++) _mm256_store_ps(tmp + 8 * j, acc[i][j]);
-        for (int c = 0; c < ncols; c++) y[i * ldy + c] = tmp[c];
+    const __m256 acc[3][4] = {{c00, c01, c02, c03}, {c10, c11, c12, c13}, {c20, c21, c22, c23}};
+    for (int i = 0; i < MR; i++)
+        for (int j = 0; j < 4; j++) store(y + i * ldy + 8 * j, acc[i][j], ncols - 8 * j);
+}
+
+// 1-6 rows over half a panel (16 columns) and one chunk of k: 12 accumulators, two weight vectors,
+// one broadcast. `resume` continues each chain from the float32 partial sum the previous chunk
+// stored in y (exact: the chain is the same FMAs in the same order); `ahead` is the prefetch distance.
+template <int MR>
+void tile_half(const float *x, int64_t ldx, const uint16_t *w, int64_t K, float *y, int64_t ldy, int64_t ncols,
+               bool resume, int64_t ahead) {
+    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+    __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+    const float *x0 = x, *x1 = x + ldx, *x2 = x + 2 * ldx, *x3 = x + 3 * ldx, *x4 = x + 4 * ldx, *x5 = x + 5 * ldx;
+    if (resume) {
+        const __m256i m0 = lanes(ncols), m1 = lanes(ncols - 8);
+#define ADASPEC_LOAD(I)                                        \
+        if constexpr (MR > I) {                                \
+            c##I##0 = _mm256_maskload_ps(y + I * ldy, m0);     \
+            c##I##1 = _mm256_maskload_ps(y + I * ldy + 8, m1); \
+        }
+        ADASPEC_LOAD(0) ADASPEC_LOAD(1) ADASPEC_LOAD(2) ADASPEC_LOAD(3) ADASPEC_LOAD(4) ADASPEC_LOAD(5)
+#undef ADASPEC_LOAD
+    }
+    for (int64_t k = 0; k < K; k++) {
+        const uint16_t *wp = w + k * 32;
+        _mm_prefetch((const char *)(wp + ahead * 32), _MM_HINT_T0);
+        const __m256 b0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wp));
+        const __m256 b1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wp + 8)));
+#define ADASPEC_ROW(I)                                      \
+        if constexpr (MR > I) {                             \
+            const __m256 a = _mm256_broadcast_ss(x##I + k); \
+            c##I##0 = _mm256_fmadd_ps(a, b0, c##I##0);      \
+            c##I##1 = _mm256_fmadd_ps(a, b1, c##I##1);      \
+        }
+        ADASPEC_ROW(0) ADASPEC_ROW(1) ADASPEC_ROW(2) ADASPEC_ROW(3) ADASPEC_ROW(4) ADASPEC_ROW(5)
+#undef ADASPEC_ROW
+    }
+    const __m256 acc[6][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
+    for (int i = 0; i < MR; i++)
+        for (int j = 0; j < 2; j++) store(y + i * ldy + 8 * j, acc[i][j], ncols - 8 * j);
+}
+
+// 4+ rows of one panel: for each chunk of KC k rows, each half panel, blocks of at most 6 rows (sizes
+// within one of each other). The chunk's second half and later blocks read it from L1, and the last
+// pass over a chunk prefetches the next one, so the weights keep streaming while the rows compute;
+// one pass per half over the whole panel instead ran 4 rows at ~1.45x the time of one row with the
+// weights coming from memory (~1.15x this way; BENCHMARKS.md, stop 38).
+void panel_rows(const float *x, int64_t M, int64_t K, int64_t ldx, const uint16_t *wp, float *yp, int64_t ldy,
+                int64_t nc) {
+    const int64_t nb = (M + 5) / 6;
+    for (int64_t k0 = 0; k0 < K; k0 += KC) {
+        const int64_t kc = K - k0 < KC ? K - k0 : KC;
+        for (int h = 0; h < 2 && 16 * h < nc; h++) {
+            const int64_t hc = nc - 16 * h < 16 ? nc - 16 * h : 16;
+            const bool last_half = h == 1 || nc <= 16;
+            for (int64_t b = 0, r = 0; b < nb; b++) {
+                const int64_t mr = M / nb + (b < M % nb ? 1 : 0);
+                const float *xr = x + r * ldx + k0;
+                float *yr = yp + r * ldy + 16 * h;
+                const uint16_t *wh = wp + k0 * 32 + 16 * h;
+                const int64_t ahead = last_half && b == nb - 1 ? PREFETCH_NEXT : PREFETCH;
+                const bool resume = k0 > 0;
+                switch (mr) {
+                    case 6: tile_half<6>(xr, ldx, wh, kc, yr, ldy, hc, resume, ahead); break;
+                    case 5: tile_half<5>(xr, ldx, wh, kc, yr, ldy, hc, resume, ahead); break;
+                    case 4: tile_half<4>(xr, ldx, wh, kc, yr, ldy, hc, resume, ahead); break;
+                    case 3: tile_half<3>(xr, ldx, wh, kc, yr, ldy, hc, resume, ahead); break;
+                    case 2: tile_half<2>(xr, ldx, wh, kc, yr, ldy, hc, resume, ahead); break;
+                    default: tile_half<1>(xr, ldx, wh, kc, yr, ldy, hc, resume, ahead);
+                }
+                r += mr;
+            }
+        }
     }
 }
 
@@ -134,13 +226,14 @@ int adaspec_gemm_f16w(const float *x, int64_t M, int64_t K, int64_t ldx, const u
         const int64_t nc = N - p * 32 < 32 ? N - p * 32 : 32;
         const uint16_t *wp = w + p * K * 32;
         float *yp = y + p * 32;
-        // blocks of 3 rows over the whole panel (from L2 after the first block); widening the panel to
-        // float32 once and running 6-row blocks over 16-column halves was slower here at 4-192 rows
-        for (int64_t m = 0; m < M; m += 3) {
-            const int64_t mr = M - m < 3 ? M - m : 3;
-            if (mr == 3) tile_full<3>(x + m * ldx, ldx, wp, K, yp + m * ldy, ldy, nc);
-            else if (mr == 2) tile_full<2>(x + m * ldx, ldx, wp, K, yp + m * ldy, ldy, nc);
-            else tile_full<1>(x + m * ldx, ldx, wp, K, yp + m * ldy, ldy, nc);
+        if (M >= 4) {
+            panel_rows(x, M, K, ldx, wp, yp, ldy, nc);
+        } else if (M == 3) {
+            tile_full<3>(x, ldx, wp, K, yp, ldy, nc);
+        } else if (M == 2) {
+            tile_full<2>(x, ldx, wp, K, yp, ldy, nc);
+        } else if (M == 1) {
+            tile_full<1>(x, ldx, wp, K, yp, ldy, nc);
         }
     }
     return 0;

@@ -26,8 +26,10 @@ row-independent candidate and the slowest (13.9 tok/s against FBGEMM fp16w's 27.
 gemm.cpp has an AVX2 path with the same packed layout and the same per-element FMA chain, and
 `serve_all_rows` gives it *every* product of such a layer (any row count, prefill included): rows
 are then independent of M by construction, without FBGEMM's bits. It runs a decode row ~1.15x
-FBGEMM's speed and 2-32 rows at 0.5-0.9x (BENCHMARKS.md, "fp16w on AVX2"); `auto` times it as the
-fp16w candidate (linear_select passes the resolved --layer_kernels).
+FBGEMM's speed; at 4+ rows it works in chunks of k so that the weights keep streaming while the
+rows compute (4 rows cost ~1.15x one row with the weights coming from memory; BENCHMARKS.md, "fp16w
+on AVX2" and stop 38); `auto` times it as the fp16w candidate (linear_select passes the resolved
+--layer_kernels).
 """
 
 from __future__ import annotations
