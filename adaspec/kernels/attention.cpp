@@ -27,6 +27,12 @@
 
 #include "simd.h"
 
+#if defined(__AVX2__) && !defined(__AVX512F__)
+#define W_IS_16 0
+#else
+#define W_IS_16 1
+#endif
+
 namespace {
 
 using namespace adaspec;
@@ -34,8 +40,9 @@ using namespace adaspec;
 constexpr int RB = 4;  // query rows that share each key/value load
 constexpr int MAX_D = 256;  // head_dim limit (multiple of W)
 
+#if W_IS_16
 // Lane k of the result = the sum of the lanes of a[k], by one fixed tree (keys never mix).
-inline vf reduce16(const vf *a) {
+inline vf reduce(const vf *a) {
     vf c[8], d[4], e[2];
     for (int k = 0; k < 8; k++)
         c[k] = __builtin_shufflevector(a[k], a[k + 8], 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23)
@@ -50,6 +57,21 @@ inline vf reduce16(const vf *a) {
          + __builtin_shufflevector(e[0], e[1], 1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31);
 }
 
+#else
+// Lane k of the result = the sum of the lanes of a[k] (8 lanes), by one fixed tree (keys never mix).
+inline vf reduce(const vf *a) {
+    vf c[4], d[2];
+    for (int k = 0; k < 4; k++)
+        c[k] = __builtin_shufflevector(a[k], a[k + 4], 0, 1, 2, 3, 8, 9, 10, 11)
+             + __builtin_shufflevector(a[k], a[k + 4], 4, 5, 6, 7, 12, 13, 14, 15);
+    for (int k = 0; k < 2; k++)
+        d[k] = __builtin_shufflevector(c[k], c[k + 2], 0, 1, 8, 9, 4, 5, 12, 13)
+             + __builtin_shufflevector(c[k], c[k + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+    return __builtin_shufflevector(d[0], d[1], 0, 8, 2, 10, 4, 12, 6, 14)
+         + __builtin_shufflevector(d[0], d[1], 1, 9, 3, 11, 5, 13, 7, 15);
+}
+#endif
+
 // Rotary embedding of one head's row as models/rope.apply_rotary computes it: x * cos + rotate_half(x)
 // * sin, rotate_half(x) = [-x[D/2:], x[:D/2]] (cos and sin already carry the attention factor).
 inline void rotate(const float *x, const float *cos, const float *sin, int D, float *out) {
@@ -57,6 +79,35 @@ inline void rotate(const float *x, const float *cos, const float *sin, int D, fl
     for (int j = 0; j < half; j++) out[j] = x[j] * cos[j] - x[j + half] * sin[j];
     for (int j = half; j < D; j++) out[j] = x[j] * cos[j] + x[j - half] * sin[j];
 }
+
+#if !W_IS_16
+// Columns d .. d+NC-1 (vectors of W) of the values for NR (<= RB) rows: each output element sums
+// over the keys in ascending order, as the 16-lane path does, with the accumulators in named
+// registers (all of a head's columns at once would need 32 AVX2 registers for 4 rows).
+template <int NR, int NC>
+inline void value_columns(const float *V, int64_t pos_stride, int32_t jlo, int32_t jhi, const float *sc,
+                          int64_t span, int d, float *const *outs, const float *inv) {
+    vf a00 = vf{}, a01 = vf{}, a10 = vf{}, a11 = vf{}, a20 = vf{}, a21 = vf{}, a30 = vf{}, a31 = vf{};
+    const float *s0 = sc, *s1 = sc + span, *s2 = sc + 2 * span, *s3 = sc + 3 * span;
+    for (int32_t j = jlo; j < jhi; j++) {
+        const float *vj = V + (int64_t)j * pos_stride + d * W;
+        const vf v0 = load(vj);
+        vf v1;
+        if constexpr (NC > 1) v1 = load(vj + W);
+#define ADASPEC_ROW(I)                                 \
+        if constexpr (NR > I) {                        \
+            const float p = s##I[j];                   \
+            a##I##0 += p * v0;                         \
+            if constexpr (NC > 1) a##I##1 += p * v1;   \
+        }
+        ADASPEC_ROW(0) ADASPEC_ROW(1) ADASPEC_ROW(2) ADASPEC_ROW(3)
+#undef ADASPEC_ROW
+    }
+    const vf acc[4][2] = {{a00, a01}, {a10, a11}, {a20, a21}, {a30, a31}};
+    for (int i = 0; i < NR; i++)
+        for (int c = 0; c < NC; c++) store(outs[i] + (d + c) * W, acc[i][c] * inv[i]);
+}
+#endif
 
 // Rows r0..r0+nr-1 of one (request, KV head): `qs[i]` their queries, [lo[i], hi[i]) their keys.
 // ND = head_dim / W when it is one of the sizes compiled in (fully unrolled), else 0 (runtime nd).
@@ -92,7 +143,7 @@ void attend_block(const float *const *qs, const int32_t *lo, const int32_t *hi, 
             }
         }
         for (int i = 0; i < nr; i++)
-            if (live[i]) store(sc + i * span + j, reduce16(a[i]) * scale);
+            if (live[i]) store(sc + i * span + j, reduce(a[i]) * scale);
     }
     // softmax per row over its own keys; the lanes of the sum are fixed by the absolute key index,
     // and keys outside the row's range are exact zeros (x + 0 == x)
@@ -123,6 +174,7 @@ void attend_block(const float *const *qs, const int32_t *lo, const int32_t *hi, 
     }
     // values: every row accumulates over the block's key range in ascending order; the keys outside
     // its own range have weight exactly 0 and leave its sums unchanged
+#if W_IS_16
     vf acc[RB][MAX_D / W];
     for (int i = 0; i < nr; i++)
         for (int d = 0; d < nd; d++) acc[i][d] = vf{};
@@ -137,6 +189,25 @@ void attend_block(const float *const *qs, const int32_t *lo, const int32_t *hi, 
     }
     for (int i = 0; i < nr; i++)
         for (int d = 0; d < nd; d++) store(outs[i] + d * W, acc[i][d] * inv[i]);
+#else
+    int d = 0;
+    for (; d + 1 < nd; d += 2) {
+        switch (nr) {
+        case 4: value_columns<4, 2>(V, pos_stride, jlo, jhi, sc, span, d, outs, inv); break;
+        case 3: value_columns<3, 2>(V, pos_stride, jlo, jhi, sc, span, d, outs, inv); break;
+        case 2: value_columns<2, 2>(V, pos_stride, jlo, jhi, sc, span, d, outs, inv); break;
+        default: value_columns<1, 2>(V, pos_stride, jlo, jhi, sc, span, d, outs, inv);
+        }
+    }
+    if (d < nd) {
+        switch (nr) {
+        case 4: value_columns<4, 1>(V, pos_stride, jlo, jhi, sc, span, d, outs, inv); break;
+        case 3: value_columns<3, 1>(V, pos_stride, jlo, jhi, sc, span, d, outs, inv); break;
+        case 2: value_columns<2, 1>(V, pos_stride, jlo, jhi, sc, span, d, outs, inv); break;
+        default: value_columns<1, 1>(V, pos_stride, jlo, jhi, sc, span, d, outs, inv);
+        }
+    }
+#endif
 }
 
 }  // namespace

@@ -8,7 +8,13 @@
 
 namespace adaspec {
 
+#if defined(__AVX2__) && !defined(__AVX512F__)
+// One AVX2 register. GCC lowers 16-float vectors badly there (pieces moved through general registers
+// and the stack on every operation: the attention kernel ran 3-4x slower than its arithmetic).
+constexpr int W = 8;  // lanes per vector
+#else
 constexpr int W = 16;  // lanes per vector
+#endif
 typedef float vf __attribute__((vector_size(W * sizeof(float))));
 typedef int32_t vi __attribute__((vector_size(W * sizeof(int32_t))));
 
