@@ -28,7 +28,7 @@ import torch
 from ..kernels import build
 
 LAYER_KERNELS = ("auto", "native", "torch")
-W = 16  # the kernels work in vectors of 16 floats: the attention kernel needs head sizes that are multiples
+W = 16  # vectors of 16 floats (8 on AVX2 CPUs, simd.h): head sizes and cache lengths are multiples of 16 everywhere
 
 _P, _I64, _I32, _F = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32, ctypes.c_float
 _SIGNATURES = {

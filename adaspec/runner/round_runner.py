@@ -13,8 +13,8 @@ same tokens).
 It also keeps each request's pending *refresh entries* (drafts/base.py): the target features of
 every committed position and the token after it, handed to the drafter at its next call. Rounds
 that do not draft (the adaptive modes' plain rounds) leave them pending; a request whose entries
-pass `max_pending` (default 1024 positions) hands them over in a refresh-only call (num_steps 0) at
-the end of the round, so a long stretch of plain rounds holds at most that many positions of
+pass `max_pending` (default 1024 positions) hands all but the newest over in a refresh-only call
+(num_steps 0) at the end of the round (the newest is where the next draft starts from), so a long stretch of plain rounds holds at most that many positions of
 features per request (DSpark: 3 capture layers x 576 fp32 = 6.9 KB per position on the bundled
 model; 16 requests x 4096 tokens were 450 MB unbounded, now at most 113 MB) at the price of one
 batched draft refresh per request every `max_pending` plain rounds, which a later draft would have
@@ -198,7 +198,7 @@ class RoundRunner:
         if self.drafter is not None and self.max_pending and decoding:
             over = [c for c in decoding if self.pending_entries(c.request.request_id) > self.max_pending]
             if over:  # bound what a long stretch of plain rounds holds (module docstring)
-                self._draft(over, 0, plan.round_id)
+                self._refresh_all_but_newest(over, plan.round_id)
         return RoundResult(new_tokens, lens, acc_host, s_host)
 
     def _admit(self, draft: DraftOutput, plan: RoundPlan, caps: list[int], decoding) -> list[int]:
@@ -249,6 +249,22 @@ class RoundRunner:
         if self.capture_layers:
             return torch.cat(out.captured, dim=-1)
         return out.hidden
+
+    def _refresh_all_but_newest(self, chunks, round_id: int | None) -> None:
+        """A refresh-only call (num_steps 0) with all but each request's newest pending entry. The
+        newest stays pending: a drafting round proposes from the entry of the request's last committed
+        token, so a request must never be left without one (the caches are positional: handing the
+        entries over in two calls writes what one call would)."""
+        kept = {}
+        for c in chunks:
+            rid = c.request.request_id
+            p = self.pending[rid]
+            last = p.hidden[-1]
+            kept[rid] = _Pending(start=p.start + p.length - 1, hidden=[last[-1:]], next_tokens=p.next_tokens[-1:])
+            self.pending[rid] = _Pending(start=p.start, hidden=p.hidden[:-1] + ([last[:-1]] if last.shape[0] > 1 else []),
+                                         next_tokens=p.next_tokens[:-1])
+        self._draft(chunks, 0, round_id)
+        self.pending.update(kept)
 
     def _draft(self, decoding, num_steps: int, round_id: int | None = None) -> DraftOutput | None:
         """Refresh every decoding request's draft context and propose `num_steps` tokens each."""

@@ -217,6 +217,38 @@ def test_pending_refresh_entries_are_bounded_by_refresh_only_calls(tiny_llama_di
     assert max(most) <= 8 and 8 in most  # bounded, and the bound was reached
 
 
+def test_a_draft_after_a_refresh_only_call_starts_from_the_newest_entry(tiny_llama_dir, plain, linear_backend):  # noqa: F811
+    """A refresh-only call hands over all but each request's newest entry, from which the next drafting
+    round proposes. (It used to hand over everything, and the request's next drafting round found no
+    entries and failed: a prompt longer than max_pending, a plain round, then a draft, which is what
+    the default start-up calibration does with its 1200-token prompts.) Greedy output stays exact."""
+    from adaspec.rounds import RoundPlan
+
+    params, ref = plain
+    llm = _engine(tiny_llama_dir, [o.prompt_token_ids + o.token_ids for o in ref], linear_backend=linear_backend,
+                  speculative_algorithm="MTP", num_speculative_tokens=3)
+    eng = llm.engine
+    eng.rounds.max_pending = 8
+    counting = CountingDrafter(eng.rounds.drafter)
+    eng.rounds.drafter = counting
+    # plain rounds until the first refresh-only call, then every third round drafts, the rest plain
+    eng.plan_transform = lambda batch, plan: (
+        plan if 0 in counting.steps and len(counting.steps) % 3 == 0 else RoundPlan.plain(len(plan.verify_lens)))
+    handed, inner = [], counting.draft
+
+    def recording_draft(batch):
+        if batch.num_steps == 0:
+            handed.extend(batch.entry_lens)
+        return inner(batch)
+    counting.draft = recording_draft
+    done = run_staggered(eng, PROMPTS, params)
+    for i, r in enumerate(ref):
+        assert done[i].token_ids == r.token_ids, i
+    first = counting.steps.index(0)
+    assert any(k >= 1 for k in counting.steps[first + 1:])  # drafting rounds followed a refresh-only call
+    assert handed and min(handed) >= 8  # each refresh-only call handed over all but the newest of > 8 entries
+
+
 def test_budget_counts_not_drafting_as_a_candidate_when_the_plain_cost_is_known():
     """The drafted G = B cell includes the draft; a plain round costs less, and can win."""
     from adaspec.adaptive.verify_budget import budget_from_lagged
