@@ -14,11 +14,11 @@ It also keeps each request's pending *refresh entries* (drafts/base.py): the tar
 every committed position and the token after it, handed to the drafter at its next call. Rounds
 that do not draft (the adaptive modes' plain rounds) leave them pending; a request whose entries
 pass `max_pending` (default 1024 positions) hands all but the newest over in a refresh-only call
-(num_steps 0) at the end of the round (the newest is where the next draft starts from), so a long stretch of plain rounds holds at most that many positions of
-features per request (DSpark: 3 capture layers x 576 fp32 = 6.9 KB per position on the bundled
-model; 16 requests x 4096 tokens were 450 MB unbounded, now at most 113 MB) at the price of one
-batched draft refresh per request every `max_pending` plain rounds, which a later draft would have
-paid anyway.
+(num_steps 0) at the end of the round (the newest is where the next draft starts from), so a long
+stretch of plain rounds holds at most that many positions of features per request (DSpark: 3
+capture layers x 576 fp32 = 6.9 KB per position on the bundled model; 16 requests x 4096 tokens were
+450 MB unbounded, now at most 113 MB) at the price of one batched draft refresh per request every
+`max_pending` plain rounds, which a later draft would have paid anyway.
 """
 
 from __future__ import annotations
@@ -261,8 +261,8 @@ class RoundRunner:
             p = self.pending[rid]
             last = p.hidden[-1]
             kept[rid] = _Pending(start=p.start + p.length - 1, hidden=[last[-1:]], next_tokens=p.next_tokens[-1:])
-            self.pending[rid] = _Pending(start=p.start, hidden=p.hidden[:-1] + ([last[:-1]] if last.shape[0] > 1 else []),
-                                         next_tokens=p.next_tokens[:-1])
+            head = p.hidden[:-1] + ([last[:-1]] if last.shape[0] > 1 else [])
+            self.pending[rid] = _Pending(start=p.start, hidden=head, next_tokens=p.next_tokens[:-1])
         self._draft(chunks, 0, round_id)
         self.pending.update(kept)
 

@@ -231,7 +231,8 @@ def test_a_draft_after_a_refresh_only_call_starts_from_the_newest_entry(tiny_lla
     eng.rounds.max_pending = 8
     counting = CountingDrafter(eng.rounds.drafter)
     eng.rounds.drafter = counting
-    # plain rounds until the first refresh-only call, then every third round drafts, the rest plain
+    # plain rounds until the first refresh-only call; after it a round drafts whenever the drafter's call
+    # count is a multiple of 3, so drafting rounds come right after refresh-only calls; the rest run plain
     eng.plan_transform = lambda batch, plan: (
         plan if 0 in counting.steps and len(counting.steps) % 3 == 0 else RoundPlan.plain(len(plan.verify_lens)))
     handed, inner = [], counting.draft
