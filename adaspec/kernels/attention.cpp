@@ -286,6 +286,9 @@ int adaspec_ragged_attention_f32(
                 case 2: attend_block<2>(qs, lo, hi, nr, K, V, c_ps, nd, scale, sc, span, outs); break;
                 case 4: attend_block<4>(qs, lo, hi, nr, K, V, c_ps, nd, scale, sc, span, outs); break;
                 case 8: attend_block<8>(qs, lo, hi, nr, K, V, c_ps, nd, scale, sc, span, outs); break;
+#if !W_IS_16
+                case 16: attend_block<16>(qs, lo, hi, nr, K, V, c_ps, nd, scale, sc, span, outs); break;  // head 128
+#endif
                 default: attend_block<0>(qs, lo, hi, nr, K, V, c_ps, nd, scale, sc, span, outs);
                 }
             }
