@@ -27,12 +27,6 @@
 
 #include "simd.h"
 
-#if defined(__AVX2__) && !defined(__AVX512F__)
-#define W_IS_16 0
-#else
-#define W_IS_16 1
-#endif
-
 namespace {
 
 using namespace adaspec;
@@ -40,7 +34,7 @@ using namespace adaspec;
 constexpr int RB = 4;  // query rows that share each key/value load
 constexpr int MAX_D = 256;  // head_dim limit (multiple of W)
 
-#if W_IS_16
+#if ADASPEC_W == 16
 // Lane k of the result = the sum of the lanes of a[k], by one fixed tree (keys never mix).
 inline vf reduce(const vf *a) {
     vf c[8], d[4], e[2];
@@ -80,7 +74,7 @@ inline void rotate(const float *x, const float *cos, const float *sin, int D, fl
     for (int j = half; j < D; j++) out[j] = x[j] * cos[j] + x[j - half] * sin[j];
 }
 
-#if !W_IS_16
+#if ADASPEC_W != 16
 // Columns d .. d+NC-1 (vectors of W) of the values for NR (<= RB) rows: each output element sums
 // over the keys in ascending order, as the 16-lane path does, with the accumulators in named
 // registers (all of a head's columns at once would need 32 AVX2 registers for 4 rows).
@@ -174,7 +168,7 @@ void attend_block(const float *const *qs, const int32_t *lo, const int32_t *hi, 
     }
     // values: every row accumulates over the block's key range in ascending order; the keys outside
     // its own range have weight exactly 0 and leave its sums unchanged
-#if W_IS_16
+#if ADASPEC_W == 16
     vf acc[RB][MAX_D / W];
     for (int i = 0; i < nr; i++)
         for (int d = 0; d < nd; d++) acc[i][d] = vf{};
@@ -286,7 +280,7 @@ int adaspec_ragged_attention_f32(
                 case 2: attend_block<2>(qs, lo, hi, nr, K, V, c_ps, nd, scale, sc, span, outs); break;
                 case 4: attend_block<4>(qs, lo, hi, nr, K, V, c_ps, nd, scale, sc, span, outs); break;
                 case 8: attend_block<8>(qs, lo, hi, nr, K, V, c_ps, nd, scale, sc, span, outs); break;
-#if !W_IS_16
+#if ADASPEC_W != 16
                 case 16: attend_block<16>(qs, lo, hi, nr, K, V, c_ps, nd, scale, sc, span, outs); break;  // head 128
 #endif
                 default: attend_block<0>(qs, lo, hi, nr, K, V, c_ps, nd, scale, sc, span, outs);
