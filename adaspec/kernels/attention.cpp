@@ -101,6 +101,17 @@ inline void value_columns(const float *V, int64_t pos_stride, int32_t jlo, int32
     for (int i = 0; i < NR; i++)
         for (int c = 0; c < NC; c++) store(outs[i] + (d + c) * W, acc[i][c] * inv[i]);
 }
+
+template <int NC>
+inline void value_rows(int nr, const float *V, int64_t pos_stride, int32_t jlo, int32_t jhi, const float *sc,
+                       int64_t span, int d, float *const *outs, const float *inv) {
+    switch (nr) {
+    case 4: value_columns<4, NC>(V, pos_stride, jlo, jhi, sc, span, d, outs, inv); break;
+    case 3: value_columns<3, NC>(V, pos_stride, jlo, jhi, sc, span, d, outs, inv); break;
+    case 2: value_columns<2, NC>(V, pos_stride, jlo, jhi, sc, span, d, outs, inv); break;
+    default: value_columns<1, NC>(V, pos_stride, jlo, jhi, sc, span, d, outs, inv);
+    }
+}
 #endif
 
 // Rows r0..r0+nr-1 of one (request, KV head): `qs[i]` their queries, [lo[i], hi[i]) their keys.
@@ -185,22 +196,8 @@ void attend_block(const float *const *qs, const int32_t *lo, const int32_t *hi, 
         for (int d = 0; d < nd; d++) store(outs[i] + d * W, acc[i][d] * inv[i]);
 #else
     int d = 0;
-    for (; d + 1 < nd; d += 2) {
-        switch (nr) {
-        case 4: value_columns<4, 2>(V, pos_stride, jlo, jhi, sc, span, d, outs, inv); break;
-        case 3: value_columns<3, 2>(V, pos_stride, jlo, jhi, sc, span, d, outs, inv); break;
-        case 2: value_columns<2, 2>(V, pos_stride, jlo, jhi, sc, span, d, outs, inv); break;
-        default: value_columns<1, 2>(V, pos_stride, jlo, jhi, sc, span, d, outs, inv);
-        }
-    }
-    if (d < nd) {
-        switch (nr) {
-        case 4: value_columns<4, 1>(V, pos_stride, jlo, jhi, sc, span, d, outs, inv); break;
-        case 3: value_columns<3, 1>(V, pos_stride, jlo, jhi, sc, span, d, outs, inv); break;
-        case 2: value_columns<2, 1>(V, pos_stride, jlo, jhi, sc, span, d, outs, inv); break;
-        default: value_columns<1, 1>(V, pos_stride, jlo, jhi, sc, span, d, outs, inv);
-        }
-    }
+    for (; d + 1 < nd; d += 2) value_rows<2>(nr, V, pos_stride, jlo, jhi, sc, span, d, outs, inv);
+    if (d < nd) value_rows<1>(nr, V, pos_stride, jlo, jhi, sc, span, d, outs, inv);
 #endif
 }
 

@@ -140,7 +140,7 @@ void tile_full(const float *x, int64_t ldx, const uint16_t *w, int64_t K, float 
         for (int j = 0; j < 4; j++) store(y + i * ldy + 8 * j, acc[i][j], ncols - 8 * j);
 }
 
-// 1-6 rows over half a panel (16 columns) and one chunk of k: 12 accumulators, two weight vectors,
+// 3-6 rows over half a panel (16 columns) and one chunk of k: 12 accumulators, two weight vectors,
 // one broadcast. `resume` continues each chain from the float32 partial sum the previous chunk
 // stored in y (exact: the chain is the same FMAs in the same order); `ahead` is the prefetch distance.
 template <int MR>
@@ -198,13 +198,11 @@ void panel_rows(const float *x, int64_t M, int64_t K, int64_t ldx, const uint16_
                 const uint16_t *wh = wp + k0 * 32 + 16 * h;
                 const int64_t ahead = last_half && b == nb - 1 ? PREFETCH_NEXT : PREFETCH;
                 const bool resume = k0 > 0;
-                switch (mr) {
+                switch (mr) {  // 3-6: M >= 4 rows in ceil(M / 6) blocks within one of each other
                     case 6: tile_half<6>(xr, ldx, wh, kc, yr, ldy, hc, resume, ahead); break;
                     case 5: tile_half<5>(xr, ldx, wh, kc, yr, ldy, hc, resume, ahead); break;
                     case 4: tile_half<4>(xr, ldx, wh, kc, yr, ldy, hc, resume, ahead); break;
-                    case 3: tile_half<3>(xr, ldx, wh, kc, yr, ldy, hc, resume, ahead); break;
-                    case 2: tile_half<2>(xr, ldx, wh, kc, yr, ldy, hc, resume, ahead); break;
-                    default: tile_half<1>(xr, ldx, wh, kc, yr, ldy, hc, resume, ahead);
+                    default: tile_half<3>(xr, ldx, wh, kc, yr, ldy, hc, resume, ahead);
                 }
                 r += mr;
             }
