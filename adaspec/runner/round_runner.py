@@ -8,7 +8,9 @@ device-to-host transfer of the results (R-C4). On CPU there is no transfer to sa
 tensor ops were ~1.5% of a batch-1 MTP round (a dozen small ops, each paying torch's dispatch), so
 the runner reads the draft tokens as a list, writes them into the rows it builds, and counts
 acceptance over the lists with the same rule (`host_accept`; both paths are tested to give the
-same tokens).
+same tokens). There it also samples random (temperature > 0) rows only as deep as each request's
+acceptance (sampling/verify_rows.py): a row after a rejection is never sampled, so speculation pays one
+random row per committed token, as plain decoding does.
 
 It also keeps each request's pending *refresh entries* (drafts/base.py): the target features of
 every committed position and the token after it, handed to the drafter at its next call. Rounds
@@ -31,7 +33,8 @@ from ..drafts.base import DraftBatch, Drafter, DraftOutput
 from ..rounds import RoundPlan, RoundResult
 from ..sampling.sampler import SamplingTensors, sample
 from ..sampling.seeding import row_generators
-from ..sampling.verify import count_accepted
+from ..sampling.verify import count_accepted, count_accepted_host
+from ..sampling.verify_rows import row_groups, sample_rows_until_rejected
 from .model_runner import ModelRunner
 
 
@@ -144,11 +147,16 @@ class RoundRunner:
         out = self.runner.forward(inputs, self.capture_layers)
 
         # Sample every sampled row from its request's filtered target distribution (R-B3).
+        # Random rows with the drafts on the host: only as deep as each request's acceptance (verify_rows.py).
         row_params = [c.request.params for c, n in zip(chunks, n_sampled) for _ in range(n)]
-        row_seeds = [c.request.params.seed for c, n in zip(chunks, n_sampled) for _ in range(n)]
-        row_gens = row_generators(row_seeds, sample_pos, self.device)
-        tensors = SamplingTensors.from_params(row_params, self.device)
-        y = sample(out.logits, tensors, row_gens, default_generator=self.default_generator)
+        y = y_host = None
+        if d_host is not None and any(p.temperature > 0 for p in row_params):
+            groups = row_groups([c.is_decode for c in chunks], n_sampled, d_host, lens)
+            y_host = sample_rows_until_rejected(out.logits, groups, row_params, sample_pos, self.default_generator)
+        else:
+            row_gens = row_generators([p.seed for p in row_params], sample_pos, self.device)
+            tensors = SamplingTensors.from_params(row_params, self.device)
+            y = sample(out.logits, tensors, row_gens, default_generator=self.default_generator)
 
         # Acceptance for decoding requests, on the device: y laid out as [B, K + 1].
         accepted = None
@@ -166,9 +174,10 @@ class RoundRunner:
             accepted = count_accepted(draft.tokens, grid.view(-1, K + 1), lens_t)
 
         # The round's one device-to-host transfer.
-        y_host = y.tolist()
+        if y_host is None:
+            y_host = y.tolist()
         if d_host is not None:
-            acc_host = _count_accepted_host(d_host, y_host, lens, [c.is_decode for c in chunks], n_sampled)
+            acc_host = count_accepted_host(d_host, y_host, lens, [c.is_decode for c in chunks], n_sampled)
         else:
             acc_host = accepted.tolist() if accepted is not None else [0] * len(decoding)
             d_host = draft.tokens.tolist() if draft is not None and K else [[] for _ in decoding]
@@ -299,19 +308,3 @@ def _widen(draft: DraftOutput, subset: tuple[int, ...], B: int) -> DraftOutput:
         for i, n in zip(subset, draft.lengths):
             lengths[i] = n
     return DraftOutput(tokens, scores, lengths)
-
-
-def _count_accepted_host(drafts: list[list[int]], y: list[int], lens: list[int], is_decode: list[bool],
-                         n_sampled: list[int]) -> list[int]:
-    """`sampling.verify.count_accepted` over host lists: per decoding request, the number of leading
-    draft tokens d_1..d_L equal to the target's samples y_0..y_{L-1} of its rows."""
-    out, yi, b = [], 0, 0
-    for dec, n in zip(is_decode, n_sampled):
-        if dec:
-            d, L, m = drafts[b], lens[b], 0
-            while m < L and d[m] == y[yi + m]:
-                m += 1
-            out.append(m)
-            b += 1
-        yi += n
-    return out

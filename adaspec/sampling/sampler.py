@@ -25,8 +25,10 @@ is distributed exactly as ``p``, so a whole batch is sampled by one vectorised o
 its own ``torch.Generator`` draws its noise from it, so a seeded request samples the same token
 whatever the rest of the batch is. The noise is ``E = -log(1 - U)`` from float64 uniforms
 (`exponential_noise`): ``Tensor.exponential_`` took 0.80 ms per 49152-token row on one CPU thread,
-``rand`` + ``log1p`` takes 0.29 ms, and a speculative round samples 1 + k rows per request, so the
-old noise made T > 0 rounds dearer than the greedy cost tables say (issue 13).
+``rand`` + ``log1p`` takes 0.29 ms, and a speculative round sampled 1 + k rows per request, so the
+old noise made T > 0 rounds dearer than the greedy cost tables say (issue 13). On CPU the round runner
+now samples a request's rows only up to its first rejection (verify_rows.py): one random row per
+committed token, as in plain decoding.
 
 Why not inverse-transform sampling (one uniform per row, a cumulative sum), which is cheaper
 still: it moves its pick whenever ``u`` lands in mass shifted by last-bit logit differences, the

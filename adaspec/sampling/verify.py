@@ -35,3 +35,19 @@ def count_accepted(
     in_range = torch.arange(K, device=draft_tokens.device)[None, :] < verify_lens[:, None]
     match = (draft_tokens == target_tokens[:, :K]) & in_range
     return match.long().cumprod(dim=1).sum(dim=1)
+
+
+def count_accepted_host(drafts: list[list[int]], y: list[int], lens: list[int], is_decode: list[bool],
+                        n_sampled: list[int]) -> list[int]:
+    """`count_accepted` over host lists (the CPU round runner): per decoding request, the number of leading
+    draft tokens d_1..d_L equal to the target's samples y_0..y_{L-1} of its rows."""
+    out, yi, b = [], 0, 0
+    for dec, n in zip(is_decode, n_sampled):
+        if dec:
+            d, L, m = drafts[b], lens[b], 0
+            while m < L and d[m] == y[yi + m]:
+                m += 1
+            out.append(m)
+            b += 1
+        yi += n
+    return out

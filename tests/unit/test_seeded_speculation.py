@@ -114,3 +114,27 @@ def test_different_seeds_and_positions_get_different_noise():
     seeds = {position_seed(s, p) for s in range(50) for p in range(50)}
     assert len(seeds) == 2500
     assert all(0 <= x < 2**64 for x in seeds)
+
+
+def test_cpu_rounds_sample_random_rows_only_up_to_the_first_rejection(tiny_llama_dir, plain, monkeypatch):
+    """On CPU the runner samples a request's verify rows depth by depth (sampling/verify_rows.py): rows after a
+    rejection are never sampled, and seeded output still equals seeded plain output."""
+    import adaspec.runner.round_runner as rr
+
+    params, ref = plain
+    seen = {"rows": 0, "unsampled": 0}
+    real = rr.sample_rows_until_rejected
+
+    def counting(logits, groups, *args):
+        y = real(logits, groups, *args)
+        seen["rows"] += len(y)
+        seen["unsampled"] += sum(t == -1 for t in y)
+        return y
+
+    monkeypatch.setattr(rr, "sample_rows_until_rejected", counting)
+    drafter = ReplayDrafter([o.prompt_token_ids + o.token_ids for o in ref], max_steps=7)
+    llm = LLM(str(tiny_llama_dir), drafter=drafter, **COMMON, **MODES["mtp_k4_overlap"])
+    done = run_staggered(llm.engine, PROMPTS, params)
+    for i in SEEDED + [2]:
+        assert done[i].token_ids == ref[i].token_ids, i
+    assert seen["rows"] > 0 and seen["unsampled"] > 0  # the path ran, and skipped rows after rejections

@@ -82,7 +82,7 @@ def test_host_acceptance_count_equals_the_device_count():
     chunks (one or no sampled row) between the decoding requests."""
     import torch
 
-    from adaspec.runner.round_runner import _count_accepted_host
+    from adaspec.sampling.verify import count_accepted_host
     from adaspec.sampling.verify import count_accepted
 
     g = torch.Generator().manual_seed(0)
@@ -102,4 +102,4 @@ def test_host_acceptance_count_equals_the_device_count():
             y += rows.tolist()
             is_decode.append(True), n_sampled.append(lens[b] + 1)
         expected = count_accepted(drafts, grid, torch.tensor(lens)).tolist()
-        assert _count_accepted_host(drafts.tolist(), y, lens, is_decode, n_sampled) == expected
+        assert count_accepted_host(drafts.tolist(), y, lens, is_decode, n_sampled) == expected

@@ -23,6 +23,7 @@ import torch
 
 from adaspec.sampling.sampler import SamplingTensors, filtered_logprobs, sample
 from adaspec.sampling.verify import count_accepted
+from adaspec.sampling.verify_rows import RowGroup, sample_rows_until_rejected
 from adaspec.sampling_params import SamplingParams
 
 V, K, N = 6, 2, 30000
@@ -69,9 +70,11 @@ def exact_two_token_law(params, table=TARGET) -> torch.Tensor:
     return q[START][:, None] * q  # [a, b] = q(a | START) q(b | a)
 
 
-def speculative_two_tokens(params, broken: bool = False, seed: int = 0, target=None) -> torch.Tensor:
+def speculative_two_tokens(params, broken: bool = False, seed: int = 0, target=None,
+                           until_rejected: bool = False) -> torch.Tensor:
     """Emit tokens by speculative rounds until each of N sequences has two; returns [N, 2].
-    `target`: previous tokens [R] -> logits [R, V] (default: rows of TARGET)."""
+    `target`: previous tokens [R] -> logits [R, V] (default: rows of TARGET). `until_rejected`: sample
+    the rows as the CPU round runner does (verify_rows.py: depth by depth, none after a rejection)."""
     target = target or (lambda prev: TARGET[prev])
     g = torch.Generator().manual_seed(seed)
     prev = torch.full((N,), START)
@@ -85,8 +88,13 @@ def speculative_two_tokens(params, broken: bool = False, seed: int = 0, target=N
         rows = torch.stack([p, d1, d2], dim=1).reshape(-1)  # target reads [t_n, d1, d2]
         logits = target(rows)
         t = SamplingTensors.from_params([params] * len(rows))
-        y = sample(logits, t, default_generator=g).view(-1, K + 1)
         lens = torch.full((len(p),), K)
+        if until_rejected:
+            groups = [RowGroup(i * (K + 1), d) for i, d in enumerate(drafts.tolist())]
+            y_host = sample_rows_until_rejected(logits, groups, [params] * len(rows), [0] * len(rows), g)
+            y = torch.tensor(y_host).view(-1, K + 1)
+        else:
+            y = sample(logits, t, default_generator=g).view(-1, K + 1)
         if broken:  # typical-acceptance-like: accept while the target merely allows the draft token
             allowed = filtered_logprobs(logits, t).view(-1, K + 1, V).gather(2, drafts[:, :, None]).squeeze(2) > -1e9
             m = allowed.long().cumprod(1).sum(1)
@@ -131,6 +139,17 @@ def test_speculative_sampling_matches_target_law(linear_backend):
     assert (table - TARGET).abs().max() < 0.05  # the fitted head reproduces the crafted target
     law = exact_two_token_law(params, table)
     stat, dof = chi_square(speculative_two_tokens(params, target=target), law)
+    assert stat < _critical(dof), f"chi2={stat:.1f} dof={dof}"
+
+
+def test_rows_sampled_until_the_first_rejection_keep_the_target_law(linear_backend):
+    """The CPU round runner samples a request's verify rows only up to its first rejection
+    (sampling/verify_rows.py), drawing unseeded rows' noise from the engine's generator as it goes: the
+    emitted law must still be the target's."""
+    params = _params()
+    target, table = lm_head(linear_backend)
+    law = exact_two_token_law(params, table)
+    stat, dof = chi_square(speculative_two_tokens(params, target=target, until_rejected=True, seed=3), law)
     assert stat < _critical(dof), f"chi2={stat:.1f} dof={dof}"
 
 
