@@ -5,7 +5,9 @@ controller rule is worth, so rules are compared here first, where only the decis
 engine's `DraftStepController` (with the policy of the command line) plans every batch; each of the
 batch's B requests then accepts its first j draft tokens with a per-position conditional rate
 alpha_1 = a, alpha_i = min(0.95, a * growth^(i - 1)) (Bernoulli, seeded), the round's tokens are
-sum(m + 1), and its time is the cost table's entry for the chosen k. The result, for each a, is the
+sum(m + 1), and its time is the cost table's entry for the chosen k; a probe drafts for a quarter of
+the batch, as in the engine (engine/control.py), and costs plain plus that share of the k-step round's
+extra, and a request's deferred draft refresh costs `--refresh_ms` per position. The result, for each a, is the
 throughput over `--batches` batches divided by the best fixed k's (plain included) expected
 throughput under the same table and rates: 1.00 = the controller lost nothing to exploration or
 noise. Medians over `--seeds`.
@@ -31,6 +33,7 @@ import numpy as np
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from adaspec.adaptive.floor import probe_requests  # noqa: E402
 from adaspec.adaptive.step_controller import DraftStepController, StepPolicy  # noqa: E402
 from bench.common import markdown_table, write_json  # noqa: E402
 
@@ -48,22 +51,39 @@ def fixed_throughputs(alpha: np.ndarray, costs: list[float], batch: int) -> list
 
 
 def simulate(alpha: np.ndarray, costs: list[float], batch: int, policy: StepPolicy, batches: int, seed: int,
-             probe_interval: int) -> tuple[float, dict[int, int], int]:
-    """(tokens per ms, batches per k, probes) of the controller over `batches` batches."""
+             probe_interval: int, refresh_ms: float = 0.0, partial: bool = True) -> tuple[float, dict[int, int], int]:
+    """(tokens per ms, batches per k, probes) of the controller over `batches` batches.
+
+    As the engine runs them (engine/control.py): a probe drafts for `floor.probe_requests(B)` requests (those
+    with the fewest skipped positions), charged plain + that share of the k-step round's extra cost; a
+    request that drafts pays `refresh_ms` for each position committed in its rounds without a draft (the
+    deferred refresh its draft catches up on; the table's k-step rounds include the steady-state refresh).
+    `partial` False: probes are whole
+    batches, as this simulator charged them before stop 39."""
     rng = np.random.default_rng(seed)
     k_max = len(costs) - 1
     ctl = DraftStepController(k_max, policy, lambda bcap, k: costs[k], lambda b: batch, lag=1,
                               probe_interval=probe_interval)
+    pending = np.zeros(batch, dtype=np.int64)  # positions each request's draft has not seen
     tokens = ms = 0.0
     for n in range(batches):
         k = ctl.plan(batch, round_id=n)
+        drafting = np.ones(batch, bool) if k else np.zeros(batch, bool)
+        cost = costs[k]
+        if k and ctl.last_probe and partial:
+            drafting[:] = False
+            drafting[np.argsort(pending, kind="stable")[:probe_requests(batch)]] = True
+            cost = costs[0] + (costs[k] - costs[0]) * drafting.sum() / batch
         hits = rng.random((batch, k_max)) < alpha[None, :]
         # accepted = leading hits, capped at k (argmin finds the first miss; a sentinel miss ends each row)
         m = np.argmin(np.concatenate([hits, np.zeros((batch, 1), bool)], axis=1), axis=1)
-        m = np.minimum(m, k)
-        ctl.observe([k] * batch, m.tolist(), round_id=n)
+        m = np.where(drafting, np.minimum(m, k), 0)
+        lens = np.where(drafting, k, 0)
+        ctl.observe(lens.tolist(), m.tolist(), round_id=n)
+        cost += refresh_ms * float(np.sum(np.maximum(pending[drafting], 0)))
+        pending = np.where(drafting, 0, pending + m + 1)
         tokens += float(np.sum(m + 1))
-        ms += costs[k]
+        ms += cost
     return tokens / ms, dict(sorted(ctl.k_histogram.items())), ctl.probe_rounds
 
 
@@ -92,6 +112,11 @@ def main(argv=None) -> None:
     p.add_argument("--batches", type=int, default=2000, help="batches per simulated run")
     p.add_argument("--seeds", type=int, default=3, help="seeded runs per cell (median reported)")
     p.add_argument("--probe_interval", type=int, default=20, help="the engine's probe interval at k = 0")
+    p.add_argument("--refresh_ms", type=float, default=0.0,
+                   help="ms per position a request's draft catches up on after rounds without drafting")
+    p.add_argument("--whole_probes", action="store_true",
+                   help="charge probes as whole batches (as before stop 39; default: a quarter of the batch drafts, "
+                        "as in the engine)")
     p.add_argument("--policy", default="{}", help="StepPolicy fields as JSON, e.g. '{\"explore_overhead\": 1e9}'")
     p.add_argument("--json_out", default=None, help="write every cell to this JSON file")
     args = p.parse_args(argv)
@@ -110,7 +135,8 @@ def main(argv=None) -> None:
             alpha = rates(a, len(costs) - 1, args.growth)
             fixed = fixed_throughputs(alpha, costs, batch)
             best = int(np.argmax(fixed))
-            runs = [simulate(alpha, costs, batch, policy, args.batches, s, args.probe_interval) for s in range(args.seeds)]
+            runs = [simulate(alpha, costs, batch, policy, args.batches, s, args.probe_interval, args.refresh_ms,
+                             not args.whole_probes) for s in range(args.seeds)]
             ratio = statistics.median(r[0] for r in runs) / fixed[best]
             hist = runs[0][1]
             share = {k: round(v / args.batches, 3) for k, v in hist.items()}

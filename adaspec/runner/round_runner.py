@@ -73,6 +73,9 @@ class RoundRunner:
         self.draft_seconds = 0.0
         # acceptance on the host from lists (CPU: free) or on the device with one read-back (module docstring)
         self.host_accept = self.device.type == "cpu"
+        # random rows sampled only as deep as the acceptance (host path only; bench/verify_rows.py turns it off
+        # to measure what it saves)
+        self.rows_until_rejected = self.host_accept
 
     def pending_entries(self, request_id: str) -> int:
         """Refresh entries the request's next drafting round will hand to the drafter (deferred refresh)."""
@@ -150,7 +153,7 @@ class RoundRunner:
         # Random rows with the drafts on the host: only as deep as each request's acceptance (verify_rows.py).
         row_params = [c.request.params for c, n in zip(chunks, n_sampled) for _ in range(n)]
         y = y_host = None
-        if d_host is not None and any(p.temperature > 0 for p in row_params):
+        if self.rows_until_rejected and d_host is not None and any(p.temperature > 0 for p in row_params):
             groups = row_groups([c.is_decode for c in chunks], n_sampled, d_host, lens)
             y_host = sample_rows_until_rejected(out.logits, groups, row_params, sample_pos, self.default_generator)
         else:
