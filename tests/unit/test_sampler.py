@@ -361,3 +361,45 @@ def test_exponential_noise_is_unit_exponential_and_reproducible():
     assert abs(float(e.mean()) - 1.0) < 0.01 and abs(float((e > 1).float().mean()) - math.exp(-1)) < 0.005
     again = exponential_noise((200_000,), torch.Generator().manual_seed(5), "cpu")
     assert torch.equal(e, again)
+
+
+def _race_reference(probs, u):
+    """The exponential race over every token, as the accelerators' path computes it."""
+    from adaspec.sampling.sampler import _noise
+
+    return (probs / _noise(u)).argmax(dim=-1)
+
+
+def test_the_cpu_race_picks_the_full_races_winner():
+    """sampler.race computes the logarithm only for tokens whose bound p / U can reach the winner: the same
+    tokens as the race over every token, on dense rows, rows with filtered (zero) tokens, uniforms at 0 and
+    below float32's smallest normal, and exact ties (the first index wins)."""
+    from adaspec.sampling.sampler import race
+
+    g = torch.Generator().manual_seed(11)
+    for V, T in ((7, 1.0), (300, 0.5), (49152, 0.8), (49152, 3.0)):
+        logits = torch.randn(16, V, generator=g) * 3
+        logits[:4, : V // 2] = float("-inf")  # filtered tokens: probability 0
+        probs = (logits / T).softmax(dim=-1)
+        for _ in range(10):
+            u = torch.rand(16, V, dtype=torch.float64, generator=g)
+            u[0, :3] = 0.0
+            u[1, 1] = 1e-300
+            u[2, -1] = 1e-40
+            assert torch.equal(race(probs, u), _race_reference(probs, u))
+    probs = torch.tensor([[0.25, 0.25, 0.25, 0.25], [0.1, 0.4, 0.1, 0.4]])
+    u = torch.tensor([[0.5, 0.3, 0.3, 0.9], [0.2, 0.2, 0.7, 0.2]], dtype=torch.float64)
+    assert race(probs, u).tolist() == [1, 1] == _race_reference(probs, u).tolist()
+    assert race(torch.zeros(0, 5), torch.zeros(0, 5, dtype=torch.float64)).shape == (0,)
+
+
+def test_a_rows_race_winner_does_not_depend_on_the_other_rows():
+    """The candidates' logarithms are computed one at a time (sampler.race), so a row's token is a function
+    of its own probabilities and uniforms, whatever shares the call (R-B5)."""
+    from adaspec.sampling.sampler import race
+
+    g = torch.Generator().manual_seed(12)
+    probs = (torch.randn(9, 1000, generator=g) * 2).softmax(dim=-1)
+    u = torch.rand(9, 1000, dtype=torch.float64, generator=g)
+    together = race(probs, u).tolist()
+    assert together == [race(probs[i:i + 1], u[i:i + 1]).item() for i in range(9)]
