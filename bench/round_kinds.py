@@ -45,6 +45,8 @@ def parse_args(argv=None):
     p.add_argument("--num_prompts", type=int, default=4, help="prompts per run")
     p.add_argument("--max_tokens", type=int, default=256, help="output tokens per prompt (EOS ignored)")
     p.add_argument("--repeats", type=int, default=3, help="runs of each engine, in alternating order")
+    p.add_argument("--temperature", type=float, default=0.0,
+                   help="sampling temperature; > 0: request i is seeded with i (bench/common.serve), so outputs still compare")
     p.add_argument("--calibration_json", default=None,
                    help="calibration fields for the adaptive engine (bench/adaptive.py's option); default its quick "
                         "calibration")
@@ -55,6 +57,8 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     if args.batch_size < 1 or args.num_prompts < 1 or args.repeats < 1 or args.max_tokens < 1:
         raise SystemExit("--batch_size, --num_prompts, --repeats and --max_tokens must be >= 1")
+    if not args.temperature >= 0:
+        raise SystemExit(f"--temperature must be >= 0, got {args.temperature}")
     common.setup_threads(1)
     common.share_target_weights()
     print(f"# round kinds: {common.machine()}; {args.baseline} vs {args.config}, B={args.batch_size}", flush=True)
@@ -96,12 +100,14 @@ def main(argv=None) -> int:
 
     from adaspec.sampling_params import SamplingParams
 
-    params = SamplingParams(temperature=0, max_tokens=args.max_tokens, ignore_eos=True)
+    def params(i: int) -> SamplingParams:
+        seed = i if args.temperature > 0 else None
+        return SamplingParams(temperature=args.temperature, max_tokens=args.max_tokens, ignore_eos=True, seed=seed)
 
     def serve(llm):
         e = llm.engine
         c = time.process_time()
-        ids = [e.add_request(list(p.ids), params) for p in prompts]
+        ids = [e.add_request(list(p.ids), params(i)) for i, p in enumerate(prompts)]
         done = {}
         while e.has_unfinished():
             for o in e.step():
