@@ -17,16 +17,20 @@ Why the tokens are unchanged: every committed token is read from a row that both
 request draws a row's noise from (seed, position) alone (seeding.py), so the row gives the same token
 however rows are grouped into calls. An unseeded row draws fresh noise from the engine's generator,
 independent of every other row's, in both ways; which rows are drawn at all depends only on rows already
-sampled, so the committed tokens keep exactly the target's distribution (tests/unit/test_verify_rows.py and
-the distribution tests). Why the controllers need no sampling term in their greedy cost tables: a request's sampled rows are
-now exactly its committed tokens (m accepted drafts + the deciding row), so random rows add the same cost
-s per committed token to plain and to every speculative candidate; tokens per ms, 1 / (C / n + s) for a
-round of cost C committing n tokens, ranks the candidates as n / C does. (Before, a k-step round paid
-s (1 + k) per request for 1 + m tokens, and dear rows made speculation at T > 0 look better than it was.)
+sampled, so the committed tokens keep exactly the target's distribution (tests/unit/test_verify_rows.py
+and the distribution tests).
 
-The cost is one `sample` call per depth instead of one per round (~40-60 us of
-Python and small tensor ops each), so the runner uses it only where the rows are dear: random rows whose
-draft tokens are on the host (CPU; on an accelerator the round keeps one batched call and one read-back).
+Why the controllers need no sampling term in their greedy cost tables: a request's sampled rows are now
+exactly its committed tokens (m accepted drafts + the deciding row), so random rows add the same cost s
+per committed token to plain decoding and to every speculative candidate; tokens per ms, 1 / (C / n + s)
+for a round of cost C committing n tokens, ranks the candidates as n / C does. (Before, a k-step round
+paid s (1 + k) per request for 1 + m tokens, so the greedy tables made speculation at T > 0 look cheaper
+than it was.)
+
+The cost is one `sample` call per depth instead of one per round (~0.06 ms of fixed cost each on a Zen 2
+core: the sampling tensors, the generators, the call), so the runner uses it only where rows are dear:
+random rows whose draft tokens are on the host (CPU; on an accelerator the round keeps one batched call
+and one read-back).
 """
 
 from __future__ import annotations
