@@ -58,8 +58,7 @@ def simulate(alpha: np.ndarray, costs: list[float], batch: int, policy: StepPoli
     with the fewest skipped positions), charged plain + that share of the k-step round's extra cost; a
     request that drafts pays `refresh_ms` for each position committed in its rounds without a draft (the
     deferred refresh its draft catches up on; the table's k-step rounds include the steady-state refresh).
-    `partial` False: probes are whole
-    batches, as this simulator charged them before stop 39."""
+    `partial` False: probes are whole batches, as this simulator charged them before stop 39."""
     rng = np.random.default_rng(seed)
     k_max = len(costs) - 1
     ctl = DraftStepController(k_max, policy, lambda bcap, k: costs[k], lambda b: batch, lag=1,
@@ -127,6 +126,8 @@ def main(argv=None) -> None:
         raise SystemExit(f"--policy / --alphas: {e}") from None
     if args.batches < 1 or args.seeds < 1:
         raise SystemExit("--batches and --seeds must be >= 1")
+    if not args.refresh_ms >= 0:
+        raise SystemExit(f"--refresh_ms must be >= 0 (ms per deferred position), got {args.refresh_ms}")
     tables = parse_tables(args.tables)
     print(f"# policy {policy}; {args.batches} batches x {args.seeds} seeds; alpha_i = a * {args.growth:g}^(i-1)")
     cells, rows = [], []
