@@ -31,7 +31,10 @@ Exploration is bounded and counted: after `probe_interval` consecutive skipped r
 round drafts anyway (a *probe*: full width for the requests it drafts for, below; sync admits
 them by the normal rule, async at the cheapest budget, G = B; its scores feed the estimate). A probe that does not change the verdict doubles the interval, up to
 `max_probe_interval` (the draft keeps losing, so asking again costs more than it can find); a
-round predicted to gain resets it. The probe share is therefore at most 1 / (probe_interval + 1)
+round predicted to gain resets it, and so does a batch none of whose requests was in the last drafting
+round: the backoff was learnt on requests that have left (stop 39: at B = 1 on the mixed stream one
+request's backoff outlasted the next request, and DSpark async verify drafted in 3% of the rounds; with
+the reset 24%, 1.00x -> 1.18x plain, BENCHMARKS.md). The probe share is therefore at most 1 / (probe_interval + 1)
 of the rounds, and falls towards 1 / (max_probe_interval + 1) in a long losing stretch;
 `describe()` is the line the start-up log prints, and the counters go to the metrics.
 
@@ -80,6 +83,7 @@ class PlainFloor:
     _streak: int = 0  # consecutive skipped rounds since the last drafting round
     _interval: int = 0  # the current probe interval (probe_interval, doubled while probes find nothing)
     _probed: bool = False  # the last drafting round was a probe
+    _seen: frozenset = frozenset()  # the requests of the last drafting round (probe or predicted gain)
 
     def __post_init__(self):
         if self.probe_interval < 0:
@@ -89,12 +93,18 @@ class PlainFloor:
                              f"({self.probe_interval})")
         self._interval = self.probe_interval
 
-    def decide(self, predicted_gain: bool, can_verify: bool = True) -> str:
+    def decide(self, predicted_gain: bool, can_verify: bool = True, requests=None) -> str:
         """'draft', 'skip' or 'probe' for the round about to be planned. `can_verify` False (no request
-        may verify a draft token this round): a probe due waits for a round whose draft can be measured."""
+        may verify a draft token this round): a probe due waits for a round whose draft can be measured.
+        `requests` (ids of the batch's decoding requests): when none of them was in the last drafting round,
+        the backoff is forgotten (what the probes found was about requests that have left)."""
         self.rounds += 1
+        batch = frozenset(requests) if requests is not None else None
+        if batch is not None and self._seen and not (batch & self._seen):
+            self._interval, self._probed = self.probe_interval, False
         if predicted_gain:
             self._streak, self._probed, self._interval = 0, False, self.probe_interval
+            self._seen = batch or self._seen
             return "draft"
         if self._probed:  # the probe did not change the verdict: ask less often
             self._probed = False
@@ -102,6 +112,7 @@ class PlainFloor:
         if self.probe_interval and self._streak >= self._interval and can_verify:
             self._streak, self._probed = 0, True
             self.probes += 1
+            self._seen = batch or self._seen
             return "probe"
         self._streak += 1
         self.skipped += 1
@@ -115,7 +126,8 @@ class PlainFloor:
         return (f"[adaspec] plain floor: rounds predicted (from lagged feedback) to gain nothing from a draft "
                 f"skip it (plain rounds); one probe round drafts after {self.probe_interval} skipped rounds to "
                 f"refresh the estimate, the interval doubling up to {self.max_probe_interval} while probes find "
-                f"nothing (probe rate <= {share:.1f}% of rounds)")
+                f"nothing and back to {self.probe_interval} when every request of the last drafting round has "
+                f"left (probe rate <= {share:.1f}% of rounds)")
 
     def summary(self) -> dict:
         return {"rounds": self.rounds, "skipped_draft": self.skipped, "probes": self.probes,

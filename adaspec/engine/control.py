@@ -265,7 +265,8 @@ class AdaptiveControl:
         if self.verify.mode == "async":
             G = self.verify.plan_budget(B, round_id=round_id, max_lens=list(caps), kv_len=kv_len, token_value=value)
             gain = budget_drafts(self.verify.decisions[-1].reason, G, B)
-            verdict = self.floor.decide(gain, any(caps)) if self.floor is not None else "draft"
+            ids = [r.request_id for r in decoding]
+            verdict = self.floor.decide(gain, any(caps), ids) if self.floor is not None else "draft"
             if verdict == "skip":  # the lagged budget admits no candidate, or not drafting wins (floor.py)
                 return RoundPlan(0, (0,) * B, round_id=round_id)
             if not gain:  # a probe, or the floor is off: draft at the cheapest prepared budget
@@ -274,7 +275,8 @@ class AdaptiveControl:
             subset, caps = self._probe_subset(decoding, caps) if verdict == "probe" else (None, caps)
             return RoundPlan(self.width, caps, "budget", G, round_id, probe=verdict == "probe", draft_only=subset)
         verdict = (self.floor.decide(self.verify.predicts_gain(B, round_id=round_id, max_lens=list(caps), kv_len=kv_len,
-                                                               token_value=value), any(caps))
+                                                               token_value=value), any(caps),
+                                     [r.request_id for r in decoding])
                    if self.floor is not None else "draft")
         if verdict == "skip":
             return RoundPlan(0, (0,) * B, round_id=round_id)

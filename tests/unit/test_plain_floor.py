@@ -43,6 +43,22 @@ def test_floor_skips_until_the_probe_interval_then_probes_with_backoff():
         PlainFloor(probe_interval=10, max_probe_interval=5)
 
 
+def test_the_probe_backoff_is_forgotten_when_the_batch_has_turned_over():
+    """The interval doubles while probes find nothing; what they found was about the requests then decoding.
+    Once none of those is left (at B = 1: the next request of a mixed stream), the base interval applies again."""
+    f = PlainFloor(probe_interval=3, max_probe_interval=48)
+    verdicts = [f.decide(False, True, ["a"]) for _ in range(37)]
+    assert [i for i, v in enumerate(verdicts) if v == "probe"] == [3, 10, 23]  # 3, 6, 12, then 24 skipped rounds
+    assert [f.decide(False, True, ["a", "b"]) for _ in range(3)] == ["skip"] * 3  # "a" still here: backoff kept
+    # "b" arrived after the last probe; with "a" gone, the batch has turned over: base interval, and the
+    # 16 rounds skipped since the last probe already exceed it
+    assert f.decide(False, True, ["b"]) == "probe"
+    assert [f.decide(False, True, ["b"]) for _ in range(7)] == ["skip"] * 6 + ["probe"]  # 3, then 6
+    assert f.decide(False, True, ["c"]) == "skip"  # a new batch, but the streak (0) is below the base interval
+    f = PlainFloor(probe_interval=3, max_probe_interval=48)
+    assert [f.decide(False) for _ in range(11)].count("probe") == 2  # without request ids: the old rule
+
+
 def _controller(extra_row_cost: float, mode: str = "sync", **kw) -> VerifyController:
     # bcap 1, target buckets G = 1, 2, 6: G = 1 costs 1 ms, every bucket above it `extra_row_cost`
     cost = lambda bcap, G: 1.0 if G == bcap else extra_row_cost  # noqa: E731
