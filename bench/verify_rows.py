@@ -20,12 +20,13 @@ if __package__ in (None, ""):
 
 from bench import common  # noqa: E402
 from bench.common import log, markdown_table  # noqa: E402
+from bench.speculative import parse_config  # noqa: E402
 
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--configs", default="mtp1,mtp2,mtp3",
-                   help="comma-separated mtp<k> or dspark<w>: fixed speculation settings")
+                   help="comma-separated fixed speculation settings, named as bench/speculative.py names them (mtp<k>, dspark5, ...)")
     p.add_argument("--batch_sizes", default="1,4", help="comma-separated: requests running at once")
     p.add_argument("--source", default="mixed", help="held-out prompt stream: code, chat, prose or mixed")
     p.add_argument("--num_prompts", type=int, default=4, help="prompts per run")
@@ -41,8 +42,8 @@ def parse_args(argv=None):
     args.configs = [c for c in args.configs.split(",") if c]
     args.batch_sizes = [int(b) for b in args.batch_sizes.split(",") if b]
     for c in args.configs:
-        if not (c[:3] == "mtp" and c[3:].isdigit() or c[:6] == "dspark" and c[6:].isdigit()):
-            p.error(f"--configs: {c!r} is not mtp<k> or dspark<w>")
+        if parse_config(c)[0] == "none":
+            p.error("--configs: plain decoding verifies no draft rows; name speculative settings (mtp<k>, dspark<w>, ...)")
     return args
 
 
@@ -54,7 +55,7 @@ def main(argv=None) -> int:
           f"T={args.temperature}, {args.num_prompts} {args.source} prompts x {args.max_tokens} tokens", flush=True)
     body, results = [], []
     for config in args.configs:
-        algo, width = ("MTP", int(config[3:])) if config.startswith("mtp") else ("DSpark", int(config[6:]))
+        algo, width = parse_config(config)
         llm = common.build_llm("float32", algo, width, max_seqs=max(args.batch_sizes))
         prompts = common.prompt_sets(llm.tokenizer, [args.source], args.num_prompts, 192, "auto")[args.source]
         runner = llm.engine.rounds
