@@ -79,7 +79,7 @@ def simulate(alpha: np.ndarray, costs: list[float], batch: int, policy: StepPoli
         m = np.where(drafting, np.minimum(m, k), 0)
         lens = np.where(drafting, k, 0)
         ctl.observe(lens.tolist(), m.tolist(), round_id=n)
-        cost += refresh_ms * float(np.sum(np.maximum(pending[drafting], 0)))
+        cost += refresh_ms * float(pending[drafting].sum())
         pending = np.where(drafting, 0, pending + m + 1)
         tokens += float(np.sum(m + 1))
         ms += cost
