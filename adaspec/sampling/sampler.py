@@ -29,8 +29,8 @@ whatever the rest of the batch is. The noise is ``E = -log(1 - U)`` from float64
 old noise made T > 0 rounds dearer than the greedy cost tables say (issue 13). On CPU the round runner
 now samples a request's rows only up to its first rejection (verify_rows.py): one random row per
 committed token, as in plain decoding. The race itself (`race`) computes the logarithm only for the
-few tokens that can win (-log(1 - U) >= U bounds every ratio): 0.11 instead of 0.38 ms per row after the
-uniforms (0.31 ms) and the softmax (0.08 ms), with the same winners.
+few tokens that can win (-log(1 - U) >= U bounds every ratio): 0.10-0.12 instead of 0.41 ms per row after
+the uniforms (0.34 ms) and the softmax (0.08 ms), with the same winners (bench/results/s39/race_row.py).
 
 Why not inverse-transform sampling (one uniform per row, a cumulative sum), which is cheaper
 still: it moves its pick whenever ``u`` lands in mass shifted by last-bit logit differences, the
@@ -143,8 +143,9 @@ def first_argmax(x: Tensor) -> Tensor:
     `max(dim=-1).indices` is documented to return the same first index; on CPU it is ~5x faster than
     `argmax` over a vocabulary-sized row (2.9 vs 14 ms for [128, 49152] float32 on one thread), which
     was 15 ms of a 128-row verify round. numpy's `argmax` (also the first index, and NaN like torch: the
-    first NaN wins) is vectorised where torch's index-tracking max is not: 5 vs 55 us for one 49152-token
-    float32 row on a Zen 2 core, so float32 rows on the CPU take it (zero-copy views)."""
+    first NaN wins) is vectorised where torch's index-tracking max is not: 6-12 vs 52-58 us per 49152-token
+    float32 row on a Zen 2 core (bench/results/s39/race_row.py), so float32 rows on the CPU take it
+    (zero-copy views)."""
     if x.device.type == "cpu" and x.dtype == torch.float32 and x.dim() == 2 and x.shape[1] > 0:
         return torch.from_numpy(x.detach().contiguous().numpy().argmax(axis=1))
     return x.max(dim=-1).indices
