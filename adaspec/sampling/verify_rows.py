@@ -27,8 +27,9 @@ for a round of cost C committing n tokens, ranks the candidates as n / C does. (
 paid s (1 + k) per request for 1 + m tokens, so the greedy tables made speculation at T > 0 look cheaper
 than it was.)
 
-The cost is one `sample` call per depth instead of one per round (~0.06 ms of fixed cost each on a Zen 2
-core: the sampling tensors, the generators, the call), so the runner uses it only where rows are dear:
+The cost is one `sample` call per depth instead of one per round (mostly fixed cost: the sampling tensors,
+the generators, the call; a one-row greedy call takes 0.08 ms on a Zen 2 core, its argmax 0.01 ms,
+bench/results/s39/sampling_row.md and race_row.md), so the runner uses it only where rows are dear:
 random rows whose draft tokens are on the host (CPU; on an accelerator the round keeps one batched call
 and one read-back).
 """
