@@ -88,6 +88,9 @@ class TableMetadata(BaseModel):
     # adaptive verify only (issue 13, the plain floor): cost in ms of a plain round (no draft, one row
     # per request) per request bucket; empty in tables written before it (the floor is then conservative)
     plain_ms: dict[int, float] = Field(default_factory=dict)
+    # where it was measured (calibration/host.py): compared on load, a difference is a warning; empty in
+    # tables written before it
+    host: dict[str, Any] = Field(default_factory=dict)
 
     @property
     def axis(self) -> str:
@@ -178,7 +181,7 @@ class CostTable:
     @classmethod
     def build(cls, points: Iterable, effective: EffectiveCalibration, compat: TableCompat, *,
               created_at: str | None = None, with_heldout: bool = True,
-              plain_ms: dict[int, float] | None = None) -> "CostTable":
+              plain_ms: dict[int, float] | None = None, host: dict[str, Any] | None = None) -> "CostTable":
         """Fit `effective.model` on the measured points and attach metadata and coverage."""
         pts = as_points(points)
         if compat.mode != effective.mode or compat.draft_width != effective.draft_width:
@@ -202,7 +205,7 @@ class CostTable:
             kv_ranges=[tuple(r) for r in effective.kv_ranges],
             grid={b: sorted(xs) for b, xs in sorted(grid.items())},
             heldout=report.to_dict() if report else None,
-            plain_ms={int(b): float(v) for b, v in sorted((plain_ms or {}).items())})
+            plain_ms={int(b): float(v) for b, v in sorted((plain_ms or {}).items())}, host=dict(host or {}))
         return cls(model, meta, pts)
 
     # ------------------------------------------------------------------ lookups

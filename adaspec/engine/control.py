@@ -34,7 +34,8 @@ from ..calibration.config import (
     resolve_draft_step_config,
     resolve_verify_calibration,
 )
-from ..calibration.cost_table import CostTable, TableCompat
+from ..calibration.cost_table import TABLE_FLAG, CostTable, TableCompat
+from ..calibration.host import host_identity, host_note
 from ..calibration.robust import NoisePolicy, drift_lines, heldout_line, noise_summary, spread_lines, trust_warning
 from ..rounds import RoundPlan
 from ..geometry import choose_prepared
@@ -157,6 +158,9 @@ class AdaptiveControl:
             table = CostTable.load(cfg.adaptive_target_verify_cost_table, self.compat)
             block = table.log_block(self.facts, source=f"saved table {cfg.adaptive_target_verify_cost_table}")
             self.log(block + (f"\n{self.geometry_note}" if self.geometry_note else ""))
+            note = host_note(table.metadata.host, host_identity(self.engine.device), TABLE_FLAG)
+            if note:
+                self.log(note)
             return table
         eff = self.effective
         noise = NoisePolicy()
@@ -194,7 +198,7 @@ class AdaptiveControl:
         self.synthetic_requests = dict(m.synthetic_requests)  # per request bucket, on this shard (R-H1)
         plain = _plain_costs(m.points) if self.mode != "adaptive_draft_step" else None
         table = CostTable.build([p for p in m.points if p.x or self.mode == "adaptive_draft_step"], eff, self.compat,
-                                plain_ms=plain)
+                                plain_ms=plain, host=host_identity(self.engine.device))
         how = ("one shared prefill per context range, forked into every request slot, rewound by length after "
                "every point" if m.shared_prefill else "every synthetic request prefilled separately (the "
                "drafter has no copy_slot)")

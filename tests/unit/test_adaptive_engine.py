@@ -109,6 +109,39 @@ def test_saved_table_skips_calibration(tiny_llama_dir, plain, linear_backend, ca
         _engine(tiny_llama_dir, refs, **flags)
 
 
+def test_table_from_another_host_loads_with_a_warning(tiny_llama_dir, plain, linear_backend, cal_files, tmp_path,
+                                                     capsys):
+    """A table records where it was measured (calibration/host.py); one measured with other threads or on
+    another processor is compatible (R-G3) but its costs may not hold here: loading it says so in one
+    line naming the difference and the flag, and still serves exactly. The same host: no warning."""
+    import torch
+
+    params, ref = plain
+    refs = [o.prompt_token_ids + o.token_ids for o in ref]
+    out = tmp_path / "costs.json"
+    _engine(tiny_llama_dir, refs, **MODES["verify_sync"], adaptive_target_verify_calibration=str(cal_files[0]),
+            adaptive_target_verify_cost_table_output=str(out), linear_backend=linear_backend)
+    data = json.loads(out.read_text())
+    host = data["metadata"]["host"]
+    assert host["threads"] == torch.get_num_threads() and host["processor"] and host["torch"] == torch.__version__
+    capsys.readouterr()
+    _engine(tiny_llama_dir, refs, **MODES["verify_sync"], adaptive_target_verify_cost_table=str(out),
+            linear_backend=linear_backend)
+    assert "another host" not in capsys.readouterr().err
+    data["metadata"]["host"] = {**host, "threads": host["threads"] + 3, "processor": "Some Other CPU"}
+    moved = tmp_path / "moved.json"
+    moved.write_text(json.dumps(data))
+    llm = _engine(tiny_llama_dir, refs, **MODES["verify_sync"], adaptive_target_verify_cost_table=str(moved),
+                  linear_backend=linear_backend)
+    lines = [line for line in capsys.readouterr().err.splitlines() if "another host" in line]
+    assert len(lines) == 1, lines
+    assert f"threads {host['threads'] + 3} (table) vs {host['threads']} (here)" in lines[0]
+    assert "'Some Other CPU' (table)" in lines[0] and "--adaptive_target_verify_cost_table" in lines[0]
+    assert "torch '" not in lines[0]  # only what differs is named
+    outs = llm.generate(PROMPTS[:2], params[:2])
+    assert [o.token_ids for o in outs] == [r.token_ids for r in ref[:2]]
+
+
 def test_unified_refuses_random_requests_before_execution(tiny_llama_dir, cal_files):
     llm = _engine(tiny_llama_dir, [], **MODES["verify_sync"], enable_unified_mtp_graph=True,
                   adaptive_target_verify_calibration=str(cal_files[0]))

@@ -317,6 +317,23 @@ def test_loaded_table_log_block(tmp_path, table):
     assert "greedy target requests" in text
 
 
+def test_host_is_saved_and_compared_on_load(tmp_path, table):
+    """calibration/host.py: a table written before tables recorded their host (metadata.host empty)
+    loads without a host warning; a recorded host is kept through save/load and only differences are
+    named."""
+    from adaspec.calibration.host import host_identity, host_note
+
+    here = host_identity("cpu")
+    assert table.metadata.host == {} and host_note(table.metadata.host, here, TABLE_FLAG) is None
+    eff = resolve_verify_calibration(None, facts())
+    hosted = CostTable.build(timings(eff.grid), eff, COMPAT, host=here)
+    path = hosted.save(tmp_path / "t.json")
+    loaded = CostTable.load(path, COMPAT)
+    assert loaded.metadata.host == here and host_note(loaded.metadata.host, here, TABLE_FLAG) is None
+    note = host_note(loaded.metadata.host, {**here, "torch": "0.0"}, TABLE_FLAG)
+    assert note.count("\n") == 0 and "torch" in note and "threads" not in note and TABLE_FLAG in note
+
+
 def test_build_rejects_mismatched_compat():
     eff = resolve_verify_calibration(None, facts())
     with pytest.raises(ValueError, match="does not match the calibration"):
