@@ -89,3 +89,23 @@ def test_paired_flag_is_refused_where_it_cannot_measure(argv, message, capsys):
         parse_args(argv)
     assert e.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_batch_policy_replay_charges_rows_and_draft_steps():
+    """bench/batch_policies.py (stop 40): B lockstep slots; a round costs T(rows) + D(steps) (T(B) when it
+    does not draft); a slot advances accepted + 1. On synthetic anchors the arithmetic is checked by hand,
+    and on these anchors the acceptance-known oracle is not below plain or any causal policy."""
+    from bench.batch_policies import interpolate, policies, replay
+
+    T = interpolate({2: 10.0, 4: 14.0, 6: 18.0})
+    D = {0: 0.5, 1: 1.0, 2: 2.0}.__getitem__
+    always = [(2, [0.9, 0.8])] * 6  # every anchor accepts both drafts
+    never = [(0, [0.1, 0.01])] * 6
+    queue = [always, never, always]
+    table = {name: replay(queue, 2, pol, T, D) for name, pol in policies(2, 2, T, D).items()}
+    # plain: 2 tokens per 10 ms round until the first sequence ends (6 rounds) and the queue has one left,
+    # then the refill runs until the next end with an empty queue
+    assert table["plain"] == 2 / 10.0
+    # fixed k=1 on (always, never): rounds of 4 rows + 1 step = 15 ms; slot 0 moves 2, slot 1 moves 1
+    assert table["fixed k=1"] == pytest.approx((2 + 1) * 3 / (15.0 * 3))
+    assert table["oracle (acceptance known)"] >= max(v for k, v in table.items() if not k.startswith("oracle")) - 1e-12
