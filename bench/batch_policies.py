@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import operator
 import sys
 from pathlib import Path
 
@@ -54,6 +53,7 @@ if __package__ in (None, ""):
 import numpy as np  # noqa: E402
 
 from bench.common import markdown_table  # noqa: E402
+from bench.step_policies import held_out_anchors  # noqa: E402
 
 SOURCES = ("code", "chat", "prose")
 
@@ -192,27 +192,14 @@ def main(argv=None) -> int:
     T = interpolate(parse_points(args.target_ms, "--target_ms"))
     draft_pts = parse_points(args.draft_ms, "--draft_ms")
     k_max = max(draft_pts)
+    if sorted(k for k in draft_pts if k > 0) != list(range(1, k_max + 1)):
+        p.error(f"--draft_ms needs every step count 1..{k_max}, got {sorted(draft_pts)}")
     D = draft_pts.__getitem__
 
-    import torch
-
-    from adaspec.drafts.factory import load_drafter
-    from adaspec.models.loader import load_model, resolve_model, weights_fingerprint
-    from adaspec.training.distill import Sequence
-    from adaspec.training.evaluate import per_sequence, simulate
-
-    torch.set_num_threads(1)
-    path = Path(args.data_dir) / "heldout_eval.pt"
-    if not path.is_file():
-        p.error(f"--data_dir: {path} does not exist (written by adaspec train-draft --kind=both)")
-    model_dir = resolve_model(None)
-    cfg, target = load_model(model_dir, torch.float32, "cpu")
-    saved = torch.load(path, weights_only=False)
-    held = [Sequence(**d) for d in saved["seqs"]]
-    draft = load_drafter(args.draft, "mtp", target, cfg, "cpu", torch.float32,
-                         target_fingerprint=weights_fingerprint(model_dir))
-    sequences = [(source, [(m, list(itertools.accumulate(scores, operator.mul))) for m, scores in anchors])
-                 for source, anchors in per_sequence(simulate(draft, held, saved["key"]["layers"], k_max))]
+    try:
+        sequences = held_out_anchors(Path(args.data_dir), args.draft, k_max)
+    except FileNotFoundError as e:
+        p.error(f"--data_dir: {e}")
     cols = ("mixed",) + SOURCES
     table = {name: {s: replay(stream(sequences, None if s == "mixed" else s), args.batch_size, pol, T, D) for s in cols}
              for name, pol in policies(args.batch_size, k_max, T, D).items()}

@@ -77,6 +77,31 @@ def policies(k_max: int, costs: list[float], taus: list[float]) -> dict:
     return out
 
 
+def held_out_anchors(data_dir: Path, draft_dir: str | None, k_max: int) -> list[tuple[str, list[tuple[int, list[float]]]]]:
+    """The MTP draft (`draft_dir`, None: the shipped one) teacher-forced over `data_dir`/heldout_eval.pt:
+    per sequence (source, [(accepted m, cumulative draft probability of the first 1..k_max proposals)]
+    per anchor). FileNotFoundError when the held-out set is missing. Shared with bench/batch_policies.py."""
+    import torch
+
+    from adaspec.drafts.factory import load_drafter
+    from adaspec.models.loader import load_model, resolve_model, weights_fingerprint
+    from adaspec.training.distill import Sequence
+    from adaspec.training.evaluate import per_sequence, simulate
+
+    path = data_dir / "heldout_eval.pt"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist (written by adaspec train-draft --kind=both)")
+    torch.set_num_threads(1)
+    model_dir = resolve_model(None)
+    cfg, target = load_model(model_dir, torch.float32, "cpu")
+    saved = torch.load(path, weights_only=False)
+    held = [Sequence(**d) for d in saved["seqs"]]
+    draft = load_drafter(draft_dir, "mtp", target, cfg, "cpu", torch.float32,
+                         target_fingerprint=weights_fingerprint(model_dir))
+    return [(source, [(m, list(itertools.accumulate(scores, operator.mul))) for m, scores in anchors])
+            for source, anchors in per_sequence(simulate(draft, held, saved["key"]["layers"], k_max))]
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -96,26 +121,10 @@ def main(argv=None) -> int:
         p.error("--costs needs k = 0 and at least k = 1, every cost > 0")
     k_max = len(costs) - 1
 
-    import torch
-
-    from adaspec.drafts.factory import load_drafter
-    from adaspec.models.loader import load_model, resolve_model, weights_fingerprint
-    from adaspec.training.distill import Sequence
-    from adaspec.training.evaluate import per_sequence, simulate
-
-    torch.set_num_threads(1)
-    model_dir = resolve_model(None)
-    cfg, target = load_model(model_dir, torch.float32, "cpu")
-    path = Path(args.data_dir) / "heldout_eval.pt"
-    if not path.is_file():
-        p.error(f"--data_dir: {path} does not exist (written by adaspec train-draft --kind=both)")
-    saved = torch.load(path, weights_only=False)
-    held = [Sequence(**d) for d in saved["seqs"]]
-    draft = load_drafter(args.draft, "mtp", target, cfg, "cpu", torch.float32,
-                         target_fingerprint=weights_fingerprint(model_dir))
-    # per anchor: (accepted m, cumulative draft probability of the first 1..k_max proposals)
-    sequences = [(source, [(m, list(itertools.accumulate(scores, operator.mul))) for m, scores in anchors])
-                 for source, anchors in per_sequence(simulate(draft, held, saved["key"]["layers"], k_max))]
+    try:
+        sequences = held_out_anchors(Path(args.data_dir), args.draft, k_max)
+    except FileNotFoundError as e:
+        p.error(f"--data_dir: {e}")
     table = {name: {s: replay(sequences, pol, costs, args.row_ms, None if s == "all" else s)
                     for s in ("all",) + SOURCES} for name, pol in policies(k_max, costs, taus).items()}
     fixed = [n for n in table if n.startswith("fixed")]
