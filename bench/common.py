@@ -49,6 +49,17 @@ def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
+def best_ms(fn, n: int = 100, passes: int = 5) -> float:
+    """Milliseconds per call of `fn`: the best of `passes` passes of `n` calls (micro-benchmarks of one op)."""
+    best = float("inf")
+    for _ in range(passes):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        best = min(best, (time.perf_counter() - t0) / n)
+    return best * 1e3
+
+
 def setup_threads(threads: int) -> None:
     """Before torch starts OpenMP: passive waiting with >1 thread (NOTES.md: 1 s stalls otherwise)."""
     if threads > 1:

@@ -4,7 +4,7 @@ the float64 uniforms, their log1p (the exponential race's noise), and the whole 
 seeded row. Minimum of 5 passes of 100 calls, milliseconds.
 Run: OMP_NUM_THREADS=1 taskset -c 0 python bench/results/s38/sampling_row.py
 """
-import sys, time
+import sys
 from pathlib import Path
 import torch
 
@@ -12,18 +12,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 from adaspec.sampling.sampler import SamplingTensors, sample  # noqa: E402
 from adaspec.sampling.seeding import position_generator  # noqa: E402
 from adaspec.sampling_params import SamplingParams  # noqa: E402
+from bench.common import best_ms  # noqa: E402
 
 V = 49152
-
-
-def best_ms(fn, n=100):
-    best = 1e9
-    for _ in range(5):
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        best = min(best, (time.perf_counter() - t0) / n)
-    return best * 1e3
 
 
 def main():

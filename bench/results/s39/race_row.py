@@ -4,25 +4,15 @@ races pick the same tokens on the rows timed and on 64 x 20 fresh rows at severa
 Run: OMP_NUM_THREADS=1 taskset -c 0 python bench/results/s39/race_row.py
 """
 import sys
-import time
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 from adaspec.sampling.sampler import _noise, first_argmax, race  # noqa: E402
+from bench.common import best_ms  # noqa: E402
 
 V = 49152
-
-
-def best_ms(fn, n):
-    best = 1e9
-    for _ in range(5):
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        best = min(best, (time.perf_counter() - t0) / n)
-    return best * 1e3
 
 
 def main():
