@@ -266,10 +266,10 @@ class AdaptiveControl:
             subset, caps = self._probe_subset(decoding, caps)
             return RoundPlan(k, caps, round_id=round_id, probe=True, draft_only=subset)
         value = self.token_value(B)
+        ids = [r.request_id for r in decoding] if self.floor is not None else None  # the floor's batch turnover
         if self.verify.mode == "async":
             G = self.verify.plan_budget(B, round_id=round_id, max_lens=list(caps), kv_len=kv_len, token_value=value)
             gain = budget_drafts(self.verify.decisions[-1].reason, G, B)
-            ids = [r.request_id for r in decoding]
             verdict = self.floor.decide(gain, any(caps), ids) if self.floor is not None else "draft"
             if verdict == "skip":  # the lagged budget admits no candidate, or not drafting wins (floor.py)
                 return RoundPlan(0, (0,) * B, round_id=round_id)
@@ -279,8 +279,7 @@ class AdaptiveControl:
             subset, caps = self._probe_subset(decoding, caps) if verdict == "probe" else (None, caps)
             return RoundPlan(self.width, caps, "budget", G, round_id, probe=verdict == "probe", draft_only=subset)
         verdict = (self.floor.decide(self.verify.predicts_gain(B, round_id=round_id, max_lens=list(caps), kv_len=kv_len,
-                                                               token_value=value), any(caps),
-                                     [r.request_id for r in decoding])
+                                                               token_value=value), any(caps), ids)
                    if self.floor is not None else "draft")
         if verdict == "skip":
             return RoundPlan(0, (0,) * B, round_id=round_id)
