@@ -24,8 +24,8 @@ cold (same table and policy) before every run (--reset_controllers), so a run do
 another stream's feedback. Tables and plots: bench/adaptive_report.py.
 
 Calibration: adaptive engines calibrate at start-up. The bench gives them a small explicit
-calibration (--calibration_json; default written by the bench: request buckets = batch sizes, one
-context range, few steps), calibrates each adaptive-verify (algorithm, width, dtype) once, saves
+calibration (--calibration_json; default written by the bench: request buckets = batch sizes and the
+product's CPU buckets below them (1, 4, 16, ...), one context range, few steps), calibrates each adaptive-verify (algorithm, width, dtype) once, saves
 the table (`adaptive_target_verify_cost_table_output`) and loads it for the asynchronous engine
 (`adaptive_target_verify_cost_table`). Adaptive draft step cannot load tables (R-C3): it calibrates
 with the same small calibration through `adaptive_draft_step_config`. Calibration time and the
@@ -59,7 +59,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import common  # noqa: E402
-from bench.adaptive_calibration import write_calibration_files  # noqa: E402
+from bench.adaptive_calibration import calibration_fields, write_calibration_files  # noqa: E402
 from bench.adaptive_configs import VERIFY_FAMILIES, all_configs, config_kind  # noqa: E402
 from bench.adaptive_hooks import measure  # noqa: E402
 from bench.adaptive_isolated import IsolatedRunner, child_main, measure_pairs  # noqa: E402
@@ -100,7 +100,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--calibration_json", default=None,
                    help="calibration fields (R-F3 subset: model, request_buckets, contexts, warmup_steps, "
                         "window_steps, windows_per_point, token_seed) used for every adaptive engine; default: "
-                        "a small calibration the bench writes (request buckets = batch sizes, one context "
+                        "a small calibration the bench writes (request buckets = batch sizes and the CPU default buckets 1, 4, 16, ... "
+                        "below them, one context "
                         "range prefill 192 / KV 1..512, 2 warm-up rounds, 3 windows of 8 rounds per point (2 x 6 until 12-04: too few to price k = 1 at B = 16 the same way in every process); adaptive-verify "
                         "target rows per bucket B: the prepared buckets covering B, 2B, 4B and B(w+1))")
     p.add_argument("--table_dir", default=None,
@@ -163,7 +164,7 @@ def build_engines(args, dtype: str, files: dict, table_dir: Path, first: str | N
     need = {config_kind(n)["engine"] for n in args.configs}
     engines, calib = {}, {}
     base = dict(max_seqs=max(args.batch_sizes), max_model_len=args.max_model_len, threads=args.threads)
-    adaptive_geometry = dict(graph_decode_batch_sizes=tuple(args.batch_sizes))
+    adaptive_geometry = dict(graph_decode_batch_sizes=tuple(calibration_fields(args)["request_buckets"]))
     pending: list[tuple] = []  # (name, algo, width, flags), built in order below ("first" moved to the front)
 
     def add(name, algo, width, **flags):

@@ -14,10 +14,20 @@ DEFAULT_CALIBRATION = {"model": "additive",
                        "warmup_steps": 2, "window_steps": 8, "windows_per_point": 3}
 
 
+def default_buckets(batch_sizes) -> list[int]:
+    """The batch sizes, plus the request buckets the engine prepares by default on a CPU for as many
+    slots (1, 4, 16, ...: geometry.choose_prepared): a batch that is not full (the staggered stream,
+    where requests join and leave) is then priced as the product would price it, not only at the
+    bucket above it (stop 41)."""
+    from adaspec.geometry import CPU_BUCKET_FACTOR, default_request_buckets
+
+    return sorted(set(batch_sizes) | set(default_request_buckets(max(batch_sizes), CPU_BUCKET_FACTOR)))
+
+
 def calibration_fields(args) -> dict:
-    """The calibration fields shared by every adaptive engine (request buckets default to the batch sizes)."""
+    """The calibration fields shared by every adaptive engine (request buckets: `default_buckets`)."""
     data = json.loads(Path(args.calibration_json).read_text()) if args.calibration_json else dict(DEFAULT_CALIBRATION)
-    data.setdefault("request_buckets", list(args.batch_sizes))
+    data.setdefault("request_buckets", default_buckets(args.batch_sizes))
     return data
 
 

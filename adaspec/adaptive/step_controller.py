@@ -40,6 +40,12 @@ below, at most 1 / probe_interval of the batches (the probe batch counts towards
 plus the cold start's one (`probe_rounds`, `exploration_summary()`,
 the start-up log line `describe_exploration()`, and the metrics).
 
+Pricing between buckets (adaspec's extension, `interpolate_buckets`, default on; step_costs.py): a
+batch of B requests strictly between two calibrated request buckets is priced by interpolating their
+tables in B (no round is padded to its bucket, and a draft step's relative cost grows with B), and a
+batch whose priced table differs from the last re-score's (its request count changed) is re-scored at
+once rather than at the next interval, so k follows the batch as requests join and leave.
+
 Coverage: the candidates for a Bcap are the k in {1..k_max} (plus 0 when `allow_zero`) whose cost
 is covered. If any k >= 1 is not covered at this Bcap (cost_ms returns None), the batch has no
 request bucket, or the optional `covers(bcap, kv_len)` (e.g. CostTable.covers with the batch's
@@ -88,9 +94,10 @@ from __future__ import annotations
 import math
 from collections import Counter, deque
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Sequence
 
 from .feedback import DEFAULT_PRIOR_RATE, AcceptanceWindow, LaggedFeedback
+from .step_costs import StepCostTables
 from .step_policy import StepPolicy, _best_speculative, best_step, step_throughput
 
 __all__ = ["CostFn", "DraftStepController", "StepDecision", "StepPolicy", "best_step", "step_throughput"]
@@ -126,6 +133,7 @@ class DraftStepController:
         probe_interval: int = 20,
         prior_rate: float = DEFAULT_PRIOR_RATE,
         covers: Callable[[int, "int | None"], bool] | None = None,
+        buckets: Sequence[int] | None = None,
         history: int = 1024,
         cold_start: str = "prior",
     ):
@@ -150,7 +158,11 @@ class DraftStepController:
         self._epoch = 0  # completed // update_interval at the last re-score
         self._zero_since = 0  # completed count when k = 0 took effect (or the last probe)
         self._zero_entered = 0  # completed count when k = 0 took effect (probes do not reset it)
-        self._tables: dict[int, tuple[dict[int, float] | None, str | None]] = {}
+        # per-bucket tables; with `buckets` (the calibrated request buckets) and policy.interpolate_buckets,
+        # a batch between two of them is priced in between (step_costs.py)
+        self.costs = StepCostTables(k_max, cost_ms, allow_zero, buckets if policy.interpolate_buckets else None,
+                                    covers)
+        self._scored_table: dict[int, float] | None = None  # the table the last re-score used
         self._fallback_bcap: object = ()  # (bcap, why) of the last recorded fallback: one record per episode
         self.decisions: deque[StepDecision] = deque(maxlen=history)
         self.k_histogram: Counter[int] = Counter()  # k returned by plan(), per batch
@@ -179,7 +191,7 @@ class DraftStepController:
             self.window.observe(lens, acc)
 
         bcap = self.pad_requests(batch_size)
-        table, missing = self._table(bcap)
+        table, missing = self.costs.bucket(bcap)
         episode = (bcap, "cost")
         if table is not None and self.covers is not None and not self.covers(bcap, kv_len):
             table, episode = None, (bcap, "kv")
@@ -193,6 +205,9 @@ class DraftStepController:
             self.k_histogram[self.k_max] += 1
             return self.k_max
         self._fallback_bcap = ()
+        table = self.costs.for_batch(batch_size, bcap, table, kv_len)
+        if self._scored_table is None:
+            self._scored_table = table  # the first covered batch's table; a later one re-scores at once
 
         if self._cold:
             self._cold = False
@@ -206,9 +221,10 @@ class DraftStepController:
                                                f"cold start (prior rate {self.window.prior_rate:g})", predicted))
 
         epoch = self.completed // self.policy.update_interval
-        if epoch > self._epoch:
-            self._epoch = epoch
+        if epoch > self._epoch or (table is not self._scored_table and self.window.has_data):
+            self._epoch = max(epoch, self._epoch)
             self._rescore(batch_size, bcap, table)
+            self._scored_table = table
 
         k = self.k
         if self.window.has_data:
@@ -298,23 +314,3 @@ class DraftStepController:
     def probe_every(self, table: dict[int, float]) -> int:
         """Batches at k = 0 between probes at this Bcap: probe_interval, scaled by `explore_scale`."""
         return math.ceil(self.probe_interval * self.explore_scale(table))
-
-    def _table(self, bcap: int | None) -> tuple[dict[int, float] | None, str | None]:
-        """Per-bcap cost table {k: ms} (cached: the table is immutable), or None + why not covered."""
-        if bcap is None:
-            return None, "batch exceeds every prepared request bucket"
-        if bcap not in self._tables:
-            table: dict[int, float] = {}
-            missing = None
-            for k in range(1, self.k_max + 1):
-                c = self.cost_ms(bcap, k)
-                if c is None:
-                    missing = f"cost not covered at bcap={bcap}, k={k}; running k_max={self.k_max}"
-                    break
-                table[k] = float(c)
-            if missing is None and self.allow_zero:
-                c0 = self.cost_ms(bcap, 0)
-                if c0 is not None:
-                    table[0] = float(c0)
-            self._tables[bcap] = (None, missing) if missing else (table, None)
-        return self._tables[bcap]

@@ -29,6 +29,9 @@ class StepPolicy:
     # rates while the cheapest k >= 1 costs at most this much more than plain (relative); dearer
     # speculation is explored proportionally less often, so exploration costs no more per batch
     explore_overhead: float = 0.25
+    # a batch of B requests strictly between two calibrated request buckets is priced by interpolating
+    # their tables in B, not at the bucket above (step_costs.py); False = R-C3's bucket pricing
+    interpolate_buckets: bool = True
 
     def __post_init__(self):
         if not self.zero_confidence >= 0:

@@ -160,6 +160,9 @@ class DraftStepPolicy(BaseModel):
     # adaspec's extension: at k = 0, speculation dearer than plain by more than this (relative) is
     # probed, and its evidence aged, proportionally less often (adaptive/step_controller.py)
     explore_overhead: float = Field(0.25, gt=0.0, allow_inf_nan=False)
+    # adaspec's extension: a batch between two calibrated request buckets is priced by interpolating
+    # their tables in the request count, not at the bucket above (adaptive/step_costs.py)
+    interpolate_buckets: bool = True
 
 
 class DraftStepCalibration(_CalibrationFields):

@@ -107,7 +107,8 @@ class AdaptiveControl:
             policy = self.table.metadata.calibration.get("policy") or {}
             self.step = DraftStepController(
                 self.width, StepPolicy(**policy) if policy else StepPolicy(), self.table.cost_ms,
-                self.geometry.pad_requests, lag=self.lag, covers=self.table.covers)
+                self.geometry.pad_requests, lag=self.lag, covers=self.table.covers,
+                buckets=self.geometry.request_buckets)
             if log:
                 self.log(self.step.describe_exploration())
         else:
