@@ -9,7 +9,10 @@ order, and every round is timed and labelled by what it did:
 - `plain`: a decode round that did not draft (plain engine; k = 0 or a skipped verify draft);
 - `k<K>`: a draft-step round with K draft steps; `K<w>:G<G>`: a verify round that drafted w and ran
   G target rows (G = B: drafted, verified nothing: a probe);
-- `prefill`: a round with a prompt chunk in it.
+- `prefill`: a round with a prompt chunk in it;
+- a `probe ` prefix: a round the controller ran only to measure acceptance (plan.probe);
+- an ` after draft` suffix on `plain`: a plain round right after a round that drafted (what the next
+  round pays for a draft, e.g. the KV left by rejected tokens).
 
 The engines are built as bench/adaptive.py builds them (its configuration names, its quick
 calibration unless --calibration_json).
@@ -78,6 +81,7 @@ def main(argv=None) -> int:
     prompts = common.prompt_sets(engines[names[0]].tokenizer, [args.source], args.num_prompts, bargs.prompt_tokens,
                                  bargs.chat_template)[args.source]
     kinds: dict = collections.defaultdict(list)
+    drafted: dict = {}  # engine name -> whether its last decode round drafted
     for name, llm in engines.items():
         rounds, run = llm.engine.rounds, llm.engine.rounds.run
 
@@ -93,6 +97,12 @@ def main(argv=None) -> int:
                 kind = f"k{plan.num_steps}"
             else:
                 kind = f"K{plan.num_steps}:G{decoding + sum(out.verify_lens)}"
+            if kind == "plain" and drafted.get(name):
+                kind = "plain after draft"
+            if plan.probe:
+                kind = "probe " + kind
+            if kind != "prefill":
+                drafted[name] = plan.num_steps > 0
             kinds[name, kind].append(time.process_time() - c)
             return out
 

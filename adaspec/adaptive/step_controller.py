@@ -58,7 +58,7 @@ R-C2's. At k = 0 the window cannot refresh (only probes add a batch), so its evi
 re-score scores every k >= 1 at the window's upper confidence bound (Wilson,
 `zero_confidence` standard errors) computed as if the window held 2^(-t / window_size) of its
 counts, t = batches since k = 0 took effect (a probe's batch: since it was observed; the half-life
-grows where speculation is dear, see "Exploration priced by the table"), and leaves k = 0 for the *cheapest* k >= 1 that
+grows where speculation is dear, step_explore.py), and leaves k = 0 for the *cheapest* k >= 1 that
 beats plain by more than `switch_min_gain` there (`_leave_zero`); from that k on, R-C2's rules
 move it. (Leaving to the point-best k instead sent greedy B = 8 to k = 2, the most expensive
 look, in a quarter of its batches: 0.966x plain, BENCHMARKS.md.) A call that was close is
@@ -76,28 +76,19 @@ probes can come every 20 batches) so the window can notice that speculation pays
 at k = 0 does not call the drafter; its refresh entries wait for the next drafting round
 (round_runner.py).
 
-Exploration priced by the table (adaspec's extension, `explore_overhead`, default 0.25). Both ways
-out of k = 0 cost speculative batches that the point estimate says lose. Their price is the table's:
-at greedy B = 16 the cheapest k >= 1 cost 1.7x plain, so a probe every 20 batches plus the optimistic
-stays at k = 1 cost ~4% of plain's throughput while plain was right (0.96x plain, BENCHMARKS.md), where
-at B = 1 (1.2x) the same rates cost ~1%. With s = max(1, overhead / explore_overhead) at a Bcap
-(overhead = cheapest k >= 1 over plain, relative; `explore_scale`), probes come every
-ceil(probe_interval * s) batches (`probe_every`) and the evidence's half-life is window_size * s
-batches, so exploration costs about the same share of a plain batch wherever speculation is dear; at
-overheads up to explore_overhead nothing changes. A batch's evidence ages from when k = 0 took effect
-or, if later, from when it was observed: a probe's result is fresh evidence, not as old as the
-batches before it (feedback.AcceptanceWindow.aged_prefix_acceptance).
+Exploration priced by the table and its backoff: step_explore.py.
+
 """
 
 from __future__ import annotations
 
-import math
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from .feedback import DEFAULT_PRIOR_RATE, AcceptanceWindow, LaggedFeedback
 from .step_costs import StepCostTables
+from .step_explore import StepExploration
 from .step_policy import StepPolicy, _best_speculative, best_step, step_throughput
 
 __all__ = ["CostFn", "DraftStepController", "StepDecision", "StepPolicy", "best_step", "step_throughput"]
@@ -118,7 +109,7 @@ class StepDecision:
     optimistic: dict[int, float] = field(default_factory=dict)  # at k = 0: k >= 1 under the aged upper bound
 
 
-class DraftStepController:
+class DraftStepController(StepExploration):
     """observe() completed batches, plan() one k per batch (R-C1, R-C2)."""
 
     def __init__(
@@ -163,6 +154,10 @@ class DraftStepController:
         self.costs = StepCostTables(k_max, cost_ms, allow_zero, buckets if policy.interpolate_buckets else None,
                                     covers)
         self._scored_table: dict[int, float] | None = None  # the table the last re-score used
+        self.backoff = 1  # exploration at k = 0 runs this many times slower (policy.max_explore_backoff)
+        self._batch: frozenset = frozenset()  # the requests of the batch being planned (when given)
+        self._backoff_batch: frozenset = frozenset()  # the requests when the backoff last grew
+        self._looked = False  # a probe or an optimistic stay ran since k = 0 was last confirmed
         self._fallback_bcap: object = ()  # (bcap, why) of the last recorded fallback: one record per episode
         self.decisions: deque[StepDecision] = deque(maxlen=history)
         self.k_histogram: Counter[int] = Counter()  # k returned by plan(), per batch
@@ -179,17 +174,23 @@ class DraftStepController:
 
     # ---- planning -----------------------------------------------------------------------
     def plan(self, batch_size: int, round_id: int | None = None, kv_len: int | None = None,
-             can_verify: bool = True) -> int:
+             can_verify: bool = True, requests=None) -> int:
         """The step count for the batch about to be submitted (round `round_id`; `kv_len`: the
         batch's longest KV length, only passed on to `covers`). `can_verify` False: no request of this
         batch may verify a draft token (prefill took the round's row budget, or every request is at
-        its last token); a probe due then waits for a batch whose drafts can be measured."""
+        its last token); a probe due then waits for a batch whose drafts can be measured. `requests`: the
+        batch's request ids (any hashables), for the exploration backoff: a request that joined since the
+        backoff last grew resets it."""
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         self.last_probe = False
         for lens, acc in self.feedback.release(round_id):
             self.window.observe(lens, acc)
 
+        if requests is not None:
+            self._batch = frozenset(requests)
+            if self.backoff > 1 and self._batch - self._backoff_batch:
+                self.backoff = 1  # a new request: what the looks found was about others
         bcap = self.pad_requests(batch_size)
         table, missing = self.costs.bucket(bcap)
         episode = (bcap, "cost")
@@ -234,28 +235,13 @@ class DraftStepController:
         if due:
             self._cold_probe = False
             self._zero_since = self.completed
+            self._looked = True
             k = _best_speculative(batch_size, self.window.prefix_acceptance(), table)
             self.probe_rounds += 1
             self.last_probe = True
             self.decisions.append(StepDecision(self.completed, batch_size, bcap, 0, k, "probe"))
         self.k_histogram[k] += 1
         return k
-
-    def describe_exploration(self) -> str:
-        share = f"<= {100.0 / self.probe_interval:.1f}% of batches" if self.probe_interval else "never"
-        return (f"[adaspec] exploration: the first batch chooses k from the cost table under a prior acceptance "
-                f"of {self.window.prior_rate:g} per position (not k_max); at k = 0 one probe batch runs the best "
-                f"k >= 1 after every {self.probe_interval} batches (probe rate {share}; and the first batch, when the "
-                f"prior alone chose k = 0); k = 0 is left when speculation "
-                f"{self.policy.zero_confidence:g} standard errors above the measured acceptance, whose weight halves "
-                f"every {self.policy.window_size} batches at k = 0, beats plain by > {self.policy.switch_min_gain:g}; where "
-                f"the cheapest k >= 1 costs more than {1 + self.policy.explore_overhead:g}x plain, probes and aging slow "
-                f"down in proportion (policy.explore_overhead)")
-
-    def exploration_summary(self) -> dict:
-        rounds = sum(self.k_histogram.values())  # every batch planned, fallbacks included (as /metrics)
-        return {"rounds": rounds, "probes": self.probe_rounds,
-                "probe_share": self.probe_rounds / rounds if rounds else 0.0}
 
     def _rescore(self, batch_size: int, bcap: int, table: dict[int, float]) -> None:
         previous, floor = self.k, False
@@ -277,6 +263,7 @@ class DraftStepController:
                 switch, floor = True, True  # speculating is predicted to lose: no hysteresis below plain
         else:  # the current k is no candidate here (k = 0 without a plain-decode cost)
             gain, switch = None, True
+        self._explored(previous, best if switch else previous, bool(optimistic))
         if switch and best != previous:
             self.k = best
             if best == 0:
@@ -302,15 +289,3 @@ class DraftStepController:
         paying = [k for k in sorted(gains, key=lambda k: (table[k], k)) if gains[k] > self.policy.switch_min_gain]
         k_spec = paying[0] if paying else max(gains, key=lambda k: (gains[k], -k))
         return k_spec, gains[k_spec], optimistic
-
-    def explore_scale(self, table: dict[int, float]) -> float:
-        """How much slower than the base rates k = 0 explores at this Bcap's table: (cost of the cheapest
-        k >= 1 over plain, relative) / policy.explore_overhead, at least 1 (1 without a plain cost)."""
-        if 0 not in table or len(table) < 2:
-            return 1.0
-        overhead = (min(c for k, c in table.items() if k > 0) - table[0]) / table[0]
-        return max(1.0, overhead / self.policy.explore_overhead)
-
-    def probe_every(self, table: dict[int, float]) -> int:
-        """Batches at k = 0 between probes at this Bcap: probe_interval, scaled by `explore_scale`."""
-        return math.ceil(self.probe_interval * self.explore_scale(table))

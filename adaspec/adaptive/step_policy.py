@@ -32,6 +32,9 @@ class StepPolicy:
     # a batch of B requests strictly between two calibrated request buckets is priced by interpolating
     # their tables in B, not at the bucket above (step_costs.py); False = R-C3's bucket pricing
     interpolate_buckets: bool = True
+    # at k = 0, exploration (probes and aging) slows down by a factor that doubles, up to this, each time it
+    # ends back at k = 0 while the batch holds the same requests; a request joining resets it (1 = off)
+    max_explore_backoff: int = 8
 
     def __post_init__(self):
         if not self.zero_confidence >= 0:
@@ -42,6 +45,8 @@ class StepPolicy:
             raise ValueError(f"policy.update_interval must be >= 1, got {self.update_interval}")
         if self.switch_min_gain < 0:
             raise ValueError(f"policy.switch_min_gain must be >= 0, got {self.switch_min_gain}")
+        if self.max_explore_backoff < 1:
+            raise ValueError(f"policy.max_explore_backoff must be >= 1, got {self.max_explore_backoff}")
         if not self.explore_overhead > 0:
             raise ValueError(f"policy.explore_overhead must be > 0, got {self.explore_overhead}")
 

@@ -163,6 +163,9 @@ class DraftStepPolicy(BaseModel):
     # adaspec's extension: a batch between two calibrated request buckets is priced by interpolating
     # their tables in the request count, not at the bucket above (adaptive/step_costs.py)
     interpolate_buckets: bool = True
+    # adaspec's extension: exploration at k = 0 backs off (x2 per look that found nothing, up to this) while the
+    # batch's requests stay the same; 1 = never back off (adaptive/step_controller.py)
+    max_explore_backoff: int = Field(8, ge=1, le=1024)
 
 
 class DraftStepCalibration(_CalibrationFields):

@@ -258,7 +258,8 @@ class AdaptiveControl:
         B = len(decoding)
         kv_len = max(r.num_computed for r in decoding)
         if self.step is not None:
-            k = self.step.plan(B, round_id=round_id, kv_len=kv_len, can_verify=any(caps))
+            k = self.step.plan(B, round_id=round_id, kv_len=kv_len, can_verify=any(caps),
+                               requests=[r.request_id for r in decoding])
             caps = tuple(min(k, c) for c in caps)
             if not self.step.last_probe:
                 return RoundPlan(k, caps, round_id=round_id)

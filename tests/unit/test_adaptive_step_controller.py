@@ -389,18 +389,42 @@ def test_dearer_speculation_is_probed_less_often_at_the_same_cost_per_batch():
     plain throughput. With explore_overhead 0.25 (default) a probe comes every probe_interval
     batches while k = 1 costs <= 1.25x plain, and proportionally less often above: every
     ceil(10 * 0.75 / 0.25) = 30 batches at 1.75x, so probes cost <= 0.25 / 10 of plain time at both."""
-    cheap = _probe_batches({0: 1.0, 1: 1.2}, 200)
-    dear = _probe_batches({0: 1.0, 1: 1.75}, 200)
+    cheap = _probe_batches({0: 1.0, 1: 1.2}, 200, max_explore_backoff=1)
+    dear = _probe_batches({0: 1.0, 1: 1.75}, 200, max_explore_backoff=1)
     # one batch in every probe_every (the probe counts towards the next interval)
     assert cheap == list(range(10, 200, 10)) and dear == list(range(30, 200, 30))
     for table, probes in (({0: 1.0, 1: 1.2}, cheap), ({0: 1.0, 1: 1.75}, dear)):
         extra = len(probes) * (table[1] - table[0])  # probe time over plain, in plain batches
         assert extra / 200 <= 0.25 / 10 + 1e-9
     # a larger explore_overhead restores the base rate; the scale is the controller's public figure
-    assert _probe_batches({0: 1.0, 1: 1.75}, 200, explore_overhead=0.75) == cheap
+    assert _probe_batches({0: 1.0, 1: 1.75}, 200, explore_overhead=0.75, max_explore_backoff=1) == cheap
     ctrl = DraftStepController(1, StepPolicy(), table_cost({0: 1.0, 1: 1.75}), pad_requests, probe_interval=10)
     assert ctrl.explore_scale({0: 1.0, 1: 1.75}) == pytest.approx(3.0) and ctrl.probe_every({0: 1.0, 1: 1.75}) == 30
     assert ctrl.explore_scale({0: 1.0, 1: 1.1}) == 1.0 and ctrl.explore_scale({1: 1.0}) == 1.0
+
+
+def test_exploration_backs_off_while_the_batch_holds_the_same_requests():
+    """A probe that finds plain still right doubles the interval to the next (up to max_explore_backoff),
+    so a batch whose requests never change (a closed batch) explores less and less; a request that joins
+    resets it (what the probes found was about the others)."""
+    assert _probe_batches({0: 1.0, 1: 1.2}, 200) == [10, 30, 70, 150]  # intervals 10, 20, 40, 80
+    assert _probe_batches({0: 1.0, 1: 1.2}, 400, max_explore_backoff=4) == [10, 30, 70, 110, 150, 190, 230, 270,
+                                                                           310, 350, 390]
+    ctrl = DraftStepController(1, StepPolicy(update_interval=5, zero_confidence=0.0), table_cost({0: 1.0, 1: 1.2}),
+                               pad_requests, probe_interval=10, cold_start="k_max")
+    ks, backoff = [], []
+    for i in range(120):
+        batch = ["a", "b"] if i < 60 else ["a", "c"]  # request c joins at batch 60
+        ks.append(ctrl.plan(2, round_id=i, requests=batch))
+        backoff.append(ctrl.backoff)
+        ctrl.observe([ks[-1]] * 2, [0] * 2, round_id=i)
+    # k = 1 until batch 5; probes after 10 and 20 batches at k = 0 (the backoff reached 4: the next is due
+    # 40 batches after 35), then c joins at 60: the backoff is reset, a probe is due at once, and the backoff
+    # grows again while the batch holds a and c
+    assert [i for i, k in enumerate(ks) if k and i >= 5] == [15, 35, 60, 80]
+    assert backoff[59] == 4 and backoff[60] == 1 and backoff[-1] == 4
+    with pytest.raises(ValueError, match="max_explore_backoff"):
+        StepPolicy(max_explore_backoff=0)
 
 
 def test_k_zero_ages_its_evidence_slower_when_speculation_costs_more():

@@ -1,0 +1,76 @@
+"""How the adaptive draft step explores at k = 0 (a mixin of DraftStepController, step_controller.py).
+
+Exploration priced by the table (adaspec's extension, `explore_overhead`, default 0.25). Both ways
+out of k = 0 cost speculative batches that the point estimate says lose. Their price is the table's:
+at greedy B = 16 the cheapest k >= 1 cost 1.7x plain, so a probe every 20 batches plus the optimistic
+stays at k = 1 cost ~4% of plain's throughput while plain was right (0.96x plain, BENCHMARKS.md), where
+at B = 1 (1.2x) the same rates cost ~1%. With s = max(1, overhead / explore_overhead) at a Bcap
+(overhead = cheapest k >= 1 over plain, relative; `explore_scale`), probes come every
+ceil(probe_interval * s) batches (`probe_every`) and the evidence's half-life is window_size * s
+batches, so exploration costs about the same share of a plain batch wherever speculation is dear; at
+overheads up to explore_overhead nothing changes. A batch's evidence ages from when k = 0 took effect
+or, if later, from when it was observed: a probe's result is fresh evidence, not as old as the
+batches before it (feedback.AcceptanceWindow.aged_prefix_acceptance).
+
+Exploration backs off while the batch holds the same requests (adaspec's extension,
+`max_explore_backoff`, default 8; the plain floor of adaptive verify does the same, floor.py). A look
+(a probe, or a stay at k >= 1 entered on the optimistic bound) whose re-score ends back at k = 0
+doubles `backoff`, which multiplies `explore_scale` (probe interval and half-life alike), up to the
+maximum; a re-score that keeps a k >= 1 on the measurement resets it, and so does a request joining the
+batch (`plan(requests=...)`: a request not in the batch when the backoff last grew), whose acceptance
+no look has measured. In a closed batch on which plain is right (chat at B = 4: 41 speculative rounds
+of 763, each 1.5x a plain round, cost ~2.4% of the run, bench/round_kinds.py, stop 40) the looks
+thin out geometrically instead of costing a fixed share of every run.
+"""
+
+from __future__ import annotations
+
+import math
+
+
+class StepExploration:
+    """Exploration rates, the backoff and what the log and metrics say about them; needs the controller's
+    `policy`, `probe_interval`, `window`, `k_histogram`, `probe_rounds`, `backoff`, `_looked`, `_batch`
+    and `_backoff_batch`."""
+
+    def describe_exploration(self) -> str:
+        share = f"<= {100.0 / self.probe_interval:.1f}% of batches" if self.probe_interval else "never"
+        return (f"[adaspec] exploration: the first batch chooses k from the cost table under a prior acceptance "
+                f"of {self.window.prior_rate:g} per position (not k_max); at k = 0 one probe batch runs the best "
+                f"k >= 1 after every {self.probe_interval} batches (probe rate {share}; and the first batch, when the "
+                f"prior alone chose k = 0); k = 0 is left when speculation "
+                f"{self.policy.zero_confidence:g} standard errors above the measured acceptance, whose weight halves "
+                f"every {self.policy.window_size} batches at k = 0, beats plain by > {self.policy.switch_min_gain:g}; where "
+                f"the cheapest k >= 1 costs more than {1 + self.policy.explore_overhead:g}x plain, probes and aging slow "
+                f"down in proportion (policy.explore_overhead), and they back off x2 per look that ends at k = 0, up "
+                f"to x{self.policy.max_explore_backoff}, until a request joins the batch (policy.max_explore_backoff)")
+
+    def exploration_summary(self) -> dict:
+        rounds = sum(self.k_histogram.values())  # every batch planned, fallbacks included (as /metrics)
+        return {"rounds": rounds, "probes": self.probe_rounds,
+                "probe_share": self.probe_rounds / rounds if rounds else 0.0}
+
+    def _explored(self, previous: int, k: int, from_zero: bool) -> None:
+        """The exploration backoff after a re-score from `previous` to `k`: a look (a probe, or leaving k = 0
+        on the optimistic bound) that ends back at k = 0 doubles it; a k >= 1 that a re-score on the
+        measurement keeps resets it."""
+        if from_zero and k > 0:
+            self._looked = True  # left k = 0 on optimism: the next re-scores judge it
+        elif k == 0 and self._looked:  # a probe's batch, or the stay it started, ended back at k = 0
+            self._looked = False
+            self.backoff = min(self.policy.max_explore_backoff, 2 * self.backoff)
+            self._backoff_batch = self._batch
+        elif previous > 0 and k > 0:
+            self._looked, self.backoff = False, 1
+
+    def explore_scale(self, table: dict[int, float]) -> float:
+        """How much slower than the base rates k = 0 explores at this Bcap's table: (cost of the cheapest
+        k >= 1 over plain, relative) / policy.explore_overhead, at least 1 (1 without a plain cost)."""
+        if 0 not in table or len(table) < 2:
+            return float(self.backoff)
+        overhead = (min(c for k, c in table.items() if k > 0) - table[0]) / table[0]
+        return max(1.0, overhead / self.policy.explore_overhead) * self.backoff
+
+    def probe_every(self, table: dict[int, float]) -> int:
+        """Batches at k = 0 between probes at this Bcap: probe_interval, scaled by `explore_scale`."""
+        return math.ceil(self.probe_interval * self.explore_scale(table))
