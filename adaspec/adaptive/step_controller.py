@@ -263,7 +263,7 @@ class DraftStepController(StepExploration):
                 switch, floor = True, True  # speculating is predicted to lose: no hysteresis below plain
         else:  # the current k is no candidate here (k = 0 without a plain-decode cost)
             gain, switch = None, True
-        self._explored(previous, best if switch else previous, bool(optimistic))
+        self._explored(previous, best if switch else previous, bool(optimistic), batch_size, table)
         if switch and best != previous:
             self.k = best
             if best == 0:

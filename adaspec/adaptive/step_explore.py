@@ -14,9 +14,9 @@ batches before it (feedback.AcceptanceWindow.aged_prefix_acceptance).
 
 Exploration backs off while the batch holds the same requests (adaspec's extension,
 `max_explore_backoff`, default 8; the plain floor of adaptive verify does the same, floor.py). A look
-(a probe, or a stay at k >= 1 entered on the optimistic bound) whose re-score ends back at k = 0
-doubles `backoff`, which multiplies `explore_scale` (probe interval and half-life alike), up to the
-maximum; a re-score that keeps a k >= 1 on the measurement resets it, and so does a request joining the
+(a probe, or a stay at k >= 1 entered on the optimistic bound) whose re-score ends back at k = 0 with
+every k >= 1 losing to plain even at the window's upper bound doubles `backoff`, which multiplies `explore_scale` (probe interval and half-life alike) where
+speculation is dear (scale > 1: nowhere at B = 1 on this machine), up to the maximum; a re-score that keeps a k >= 1 on the measurement resets it, and so does a request joining the
 batch (`plan(requests=...)`: a request not in the batch when the backoff last grew), whose acceptance
 no look has measured. In a closed batch on which plain is right (chat at B = 4: 41 speculative rounds
 of 763, each 1.5x a plain round, cost ~2.4% of the run, bench/round_kinds.py, stop 40) the looks
@@ -26,6 +26,13 @@ thin out geometrically instead of costing a fixed share of every run.
 from __future__ import annotations
 
 import math
+
+from .step_policy import step_throughput
+
+# a look that ended at k = 0 backs exploration off only if every k >= 1 loses to plain even this many standard
+# errors above the window's estimate (Wilson bound): at one, a batch of two requests whose k = 1 paid 3-6% backed
+# off in 2-3 of 10 seeded runs (the look ends at k = 0 just when the estimate is unluckily low)
+BACKOFF_Z = 2.0
 
 
 class StepExploration:
@@ -50,26 +57,35 @@ class StepExploration:
         return {"rounds": rounds, "probes": self.probe_rounds,
                 "probe_share": self.probe_rounds / rounds if rounds else 0.0}
 
-    def _explored(self, previous: int, k: int, from_zero: bool) -> None:
+    def _explored(self, previous: int, k: int, from_zero: bool, batch_size: int, table: dict[int, float]) -> None:
         """The exploration backoff after a re-score from `previous` to `k`: a look (a probe, or leaving k = 0
-        on the optimistic bound) that ends back at k = 0 doubles it; a k >= 1 that a re-score on the
-        measurement keeps resets it."""
+        on the optimistic bound) that ends back at k = 0 where every k >= 1 loses to plain even at the
+        window's upper bound (BACKOFF_Z standard errors, not aged) doubles it: a verdict that close
+        is the noise of a few batches (one request's 20 drafts at B = 1), and backing off would freeze it; a
+        k >= 1 that a re-score on the measurement keeps resets it."""
         if from_zero and k > 0:
             self._looked = True  # left k = 0 on optimism: the next re-scores judge it
         elif k == 0 and self._looked:  # a probe's batch, or the stay it started, ended back at k = 0
             self._looked = False
-            self.backoff = min(self.policy.max_explore_backoff, 2 * self.backoff)
-            self._backoff_batch = self._batch
+            upper = self.window.prefix_acceptance(BACKOFF_Z)
+            spec = [step_throughput(batch_size, upper, j, c) for j, c in table.items() if j > 0]
+            if 0 in table and spec and max(spec) < step_throughput(batch_size, upper, 0, table[0]):
+                self.backoff = min(self.policy.max_explore_backoff, 2 * self.backoff)
+                self._backoff_batch = self._batch
         elif previous > 0 and k > 0:
             self._looked, self.backoff = False, 1
 
     def explore_scale(self, table: dict[int, float]) -> float:
         """How much slower than the base rates k = 0 explores at this Bcap's table: (cost of the cheapest
-        k >= 1 over plain, relative) / policy.explore_overhead, at least 1 (1 without a plain cost)."""
+        k >= 1 over plain, relative) / policy.explore_overhead, at least 1 (1 without a plain cost), times
+        the backoff where that exceeds 1. Where a look is cheap (k = 1 at 1.09x plain at B = 1) nothing
+        backs off: the look costs little and missing a paying k costs much (bench/step_control_sim.py at
+        B = 1, a = 0.15-0.2: 0.975-0.977x the best fixed k with the backoff, 0.983x without)."""
         if 0 not in table or len(table) < 2:
-            return float(self.backoff)
+            return 1.0
         overhead = (min(c for k, c in table.items() if k > 0) - table[0]) / table[0]
-        return max(1.0, overhead / self.policy.explore_overhead) * self.backoff
+        scale = overhead / self.policy.explore_overhead
+        return scale * self.backoff if scale > 1 else 1.0
 
     def probe_every(self, table: dict[int, float]) -> int:
         """Batches at k = 0 between probes at this Bcap: probe_interval, scaled by `explore_scale`."""

@@ -404,25 +404,26 @@ def test_dearer_speculation_is_probed_less_often_at_the_same_cost_per_batch():
 
 
 def test_exploration_backs_off_while_the_batch_holds_the_same_requests():
-    """A probe that finds plain still right doubles the interval to the next (up to max_explore_backoff),
-    so a batch whose requests never change (a closed batch) explores less and less; a request that joins
-    resets it (what the probes found was about the others)."""
-    assert _probe_batches({0: 1.0, 1: 1.2}, 200) == [10, 30, 70, 150]  # intervals 10, 20, 40, 80
-    assert _probe_batches({0: 1.0, 1: 1.2}, 400, max_explore_backoff=4) == [10, 30, 70, 110, 150, 190, 230, 270,
-                                                                           310, 350, 390]
-    ctrl = DraftStepController(1, StepPolicy(update_interval=5, zero_confidence=0.0), table_cost({0: 1.0, 1: 1.2}),
+    """Where a look is dear (k = 1 at 1.75x plain: every 30 batches), a probe that finds plain still right
+    (here: even at the upper bound) doubles the interval to the next, up to max_explore_backoff, so a batch
+    whose requests never change (a closed batch) explores less and less; a request that joins resets it
+    (what the probes found was about the others). Where a look is cheap (1.2x) nothing backs off."""
+    dear = {0: 1.0, 1: 1.75}
+    assert _probe_batches(dear, 400) == [30, 90, 210]  # intervals 30, 60, 120 (then 240: past the run)
+    assert _probe_batches(dear, 400, max_explore_backoff=2) == [30, 90, 150, 210, 270, 330, 390]
+    assert _probe_batches({0: 1.0, 1: 1.2}, 200) == list(range(10, 200, 10))
+    ctrl = DraftStepController(1, StepPolicy(update_interval=5, zero_confidence=0.0), table_cost(dear),
                                pad_requests, probe_interval=10, cold_start="k_max")
     ks, backoff = [], []
-    for i in range(120):
-        batch = ["a", "b"] if i < 60 else ["a", "c"]  # request c joins at batch 60
+    for i in range(300):
+        batch = ["a", "b"] if i < 150 else ["a", "c"]  # request c joins at batch 150
         ks.append(ctrl.plan(2, round_id=i, requests=batch))
         backoff.append(ctrl.backoff)
         ctrl.observe([ks[-1]] * 2, [0] * 2, round_id=i)
-    # k = 1 until batch 5; probes after 10 and 20 batches at k = 0 (the backoff reached 4: the next is due
-    # 40 batches after 35), then c joins at 60: the backoff is reset, a probe is due at once, and the backoff
-    # grows again while the batch holds a and c
-    assert [i for i, k in enumerate(ks) if k and i >= 5] == [15, 35, 60, 80]
-    assert backoff[59] == 4 and backoff[60] == 1 and backoff[-1] == 4
+    # k = 1 until batch 5, probes 30 and then 60 batches later; c joins at 150: the backoff is reset, a probe is
+    # due at once, and the backoff grows again while the batch holds a and c
+    assert [i for i, k in enumerate(ks) if k and i >= 5] == [35, 95, 150, 210]
+    assert backoff[149] == 4 and backoff[150] == 1 and backoff[-1] == 4
     with pytest.raises(ValueError, match="max_explore_backoff"):
         StepPolicy(max_explore_backoff=0)
 
