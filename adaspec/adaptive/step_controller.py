@@ -87,6 +87,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from .feedback import DEFAULT_PRIOR_RATE, AcceptanceWindow, LaggedFeedback
+from .closed_step import closed_throughput
 from .step_costs import StepCostTables
 from .step_explore import StepExploration
 from .step_policy import StepPolicy, _best_speculative, best_step, step_throughput
@@ -158,6 +159,8 @@ class DraftStepController(StepExploration):
         self._batch: frozenset = frozenset()  # the requests of the batch being planned (when given)
         self._backoff_batch: frozenset = frozenset()  # the requests when the backoff last grew
         self._looked = False  # a probe or an optimistic stay ran since k = 0 was last confirmed
+        self._closed = None  # this plan's (remaining tokens, relative acceptance) per request, when closed
+        self._kv_len: int | None = None
         self._fallback_bcap: object = ()  # (bcap, why) of the last recorded fallback: one record per episode
         self.decisions: deque[StepDecision] = deque(maxlen=history)
         self.k_histogram: Counter[int] = Counter()  # k returned by plan(), per batch
@@ -174,19 +177,22 @@ class DraftStepController(StepExploration):
 
     # ---- planning -----------------------------------------------------------------------
     def plan(self, batch_size: int, round_id: int | None = None, kv_len: int | None = None,
-             can_verify: bool = True, requests=None) -> int:
+             can_verify: bool = True, requests=None, closed=None) -> int:
         """The step count for the batch about to be submitted (round `round_id`; `kv_len`: the
         batch's longest KV length, only passed on to `covers`). `can_verify` False: no request of this
         batch may verify a draft token (prefill took the round's row budget, or every request is at
         its last token); a probe due then waits for a batch whose drafts can be measured. `requests`: the
         batch's request ids (any hashables), for the exploration backoff: a request that joined since the
-        backoff last grew resets it."""
+        backoff last grew resets it. `closed`: when no request waits for a slot, per request (remaining
+        tokens, acceptance relative to the batch's): k is then scored by closed_step.closed_throughput."""
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         self.last_probe = False
         for lens, acc in self.feedback.release(round_id):
             self.window.observe(lens, acc)
 
+        self._closed = closed if closed and len(closed) > 1 and self.policy.closed_batch else None
+        self._kv_len = kv_len
         if requests is not None:
             self._batch = frozenset(requests)
             if self.backoff > 1 and self._batch - self._backoff_batch:
@@ -213,7 +219,7 @@ class DraftStepController(StepExploration):
         if self._cold:
             self._cold = False
             previous = self.k
-            best, predicted = best_step(batch_size, self.window.prefix_acceptance(), table, self.allow_zero)
+            best, predicted = self._best(batch_size, self.window.prefix_acceptance(), table)
             self.k = best
             if best == 0:
                 self._zero_since = self._zero_entered = self.completed
@@ -249,7 +255,7 @@ class DraftStepController(StepExploration):
             self.decisions.append(StepDecision(self.completed, batch_size, bcap, previous, previous, "no feedback"))
             return
         a = self.window.prefix_acceptance()
-        best, predicted = best_step(batch_size, a, table, self.allow_zero)
+        best, predicted = self._best(batch_size, a, table)
         optimistic: dict[int, float] = {}
         if previous == 0 and 0 in predicted and self.policy.zero_confidence > 0 and len(predicted) > 1:
             best, gain, optimistic = self._leave_zero(batch_size, table, predicted[0])
@@ -284,8 +290,34 @@ class DraftStepController(StepExploration):
         why not."""
         upper = self.window.aged_prefix_acceptance(self.policy.zero_confidence, self.completed, self._zero_entered,
                                                    self.policy.window_size * self.explore_scale(table))
-        optimistic = {k: step_throughput(batch_size, upper, k, c) for k, c in table.items() if k > 0}
+        optimistic = {k: self.throughput(batch_size, upper, k, table) for k in table if k > 0}
         gains = {k: (t - plain) / plain for k, t in optimistic.items()}
         paying = [k for k in sorted(gains, key=lambda k: (table[k], k)) if gains[k] > self.policy.switch_min_gain]
         k_spec = paying[0] if paying else max(gains, key=lambda k: (gains[k], -k))
         return k_spec, gains[k_spec], optimistic
+
+    # ---- scoring ------------------------------------------------------------------------
+    def throughput(self, batch_size: int, prefix_acceptance, k: int, table: dict[int, float]) -> float:
+        """Predicted tokens per ms at k for the batch being planned: R-C1's per-round score, or, in a closed
+        batch (plan's `closed`), the throughput of its remaining work (closed_step.py)."""
+        if self._closed is None:
+            return step_throughput(batch_size, prefix_acceptance, k, table[k])
+        return closed_throughput(prefix_acceptance, k, self._closed, lambda b: self._table_at(b, table))
+
+    def _best(self, batch_size: int, prefix_acceptance, table: dict[int, float]) -> tuple[int, dict[int, float]]:
+        """best_step's (argmax, predicted) under `throughput` (ties to the smaller k)."""
+        if self._closed is None:
+            return best_step(batch_size, prefix_acceptance, table, self.allow_zero)
+        predicted = {k: self.throughput(batch_size, prefix_acceptance, k, table)
+                     for k in sorted(table) if k > 0 or self.allow_zero}
+        return max(predicted, key=lambda k: (predicted[k], -k)), predicted
+
+    def _table_at(self, b: int, table: dict[int, float]) -> dict[int, float]:
+        """The table for b running requests (a closed batch's later phases), or `table` (the whole batch's,
+        an upper bound) where b's is not covered or lacks one of its step counts."""
+        bcap = self.pad_requests(b)
+        smaller, _ = self.costs.bucket(bcap)
+        if smaller is None or (self.covers is not None and not self.covers(bcap, self._kv_len)):
+            return table
+        smaller = self.costs.for_batch(b, bcap, smaller, self._kv_len)
+        return smaller if set(smaller) >= set(table) else table

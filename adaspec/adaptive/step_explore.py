@@ -27,8 +27,6 @@ from __future__ import annotations
 
 import math
 
-from .step_policy import step_throughput
-
 # a look that ended at k = 0 backs exploration off only if every k >= 1 loses to plain even this many standard
 # errors above the window's estimate (Wilson bound): at one, a batch of two requests whose k = 1 paid 3-6% backed
 # off in 2-3 of 10 seeded runs (the look ends at k = 0 just when the estimate is unluckily low)
@@ -37,8 +35,8 @@ BACKOFF_Z = 2.0
 
 class StepExploration:
     """Exploration rates, the backoff and what the log and metrics say about them; needs the controller's
-    `policy`, `probe_interval`, `window`, `k_histogram`, `probe_rounds`, `backoff`, `_looked`, `_batch`
-    and `_backoff_batch`."""
+    `policy`, `probe_interval`, `window`, `k_histogram`, `probe_rounds`, `backoff`, `_looked`, `_batch`,
+    `_backoff_batch` and `throughput`."""
 
     def describe_exploration(self) -> str:
         share = f"<= {100.0 / self.probe_interval:.1f}% of batches" if self.probe_interval else "never"
@@ -68,8 +66,8 @@ class StepExploration:
         elif k == 0 and self._looked:  # a probe's batch, or the stay it started, ended back at k = 0
             self._looked = False
             upper = self.window.prefix_acceptance(BACKOFF_Z)
-            spec = [step_throughput(batch_size, upper, j, c) for j, c in table.items() if j > 0]
-            if 0 in table and spec and max(spec) < step_throughput(batch_size, upper, 0, table[0]):
+            spec = [self.throughput(batch_size, upper, j, table) for j in table if j > 0]
+            if 0 in table and spec and max(spec) < self.throughput(batch_size, upper, 0, table):
                 self.backoff = min(self.policy.max_explore_backoff, 2 * self.backoff)
                 self._backoff_batch = self._batch
         elif previous > 0 and k > 0:

@@ -35,6 +35,9 @@ class StepPolicy:
     # at k = 0, exploration (probes and aging) slows down by a factor that doubles, up to this, each time it
     # ends back at k = 0 while the batch holds the same requests; a request joining resets it (1 = off)
     max_explore_backoff: int = 8
+    # with no request waiting for a slot, score k by the time to finish the batch's remaining work, each request
+    # at its own acceptance (closed_step.py), not by the average round; False = R-C1's per-round score
+    closed_batch: bool = True
 
     def __post_init__(self):
         if not self.zero_confidence >= 0:

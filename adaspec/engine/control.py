@@ -259,7 +259,7 @@ class AdaptiveControl:
         kv_len = max(r.num_computed for r in decoding)
         if self.step is not None:
             k = self.step.plan(B, round_id=round_id, kv_len=kv_len, can_verify=any(caps),
-                               requests=[r.request_id for r in decoding])
+                               requests=[r.request_id for r in decoding], closed=self._closed_batch(decoding))
             caps = tuple(min(k, c) for c in caps)
             if not self.step.last_probe:
                 return RoundPlan(k, caps, round_id=round_id)
@@ -288,6 +288,24 @@ class AdaptiveControl:
         subset, caps = self._probe_subset(decoding, caps) if verdict == "probe" else (None, caps)
         return RoundPlan(self.width, caps, "sync", round_id=round_id, probe=verdict == "probe", token_value=value,
                          draft_only=subset)
+
+    # a request's acceptance relative to its batch's is shrunk towards 1 by this many draft tokens at the batch's rate
+    CLOSED_SHRINK_TOKENS = 16
+
+    def _closed_batch(self, decoding) -> list[tuple[int, float]] | None:
+        """The draft step's closed-batch view (adaptive/closed_step.py): None while a request waits for a slot;
+        else per decoding request (tokens it may still generate, its accepted draft tokens per verified one
+        over the batch's, shrunk towards 1 by CLOSED_SHRINK_TOKENS)."""
+        if self.engine.scheduler.waiting or len(decoding) < 2:
+            return None
+        drafted = sum(r.num_draft_tokens for r in decoding)
+        mean = sum(r.num_accepted_tokens for r in decoding) / drafted if drafted else 0.0
+        s = self.CLOSED_SHRINK_TOKENS
+        out = []
+        for r in decoding:
+            rho = (r.num_accepted_tokens + s * mean) / (r.num_draft_tokens + s) / mean if mean > 0 else 1.0
+            out.append((max(0, r.params.max_tokens - len(r.output_token_ids)), rho))
+        return out
 
     def _probe_subset(self, decoding, caps: tuple[int, ...]) -> tuple[tuple[int, ...] | None, tuple[int, ...]]:
         """A probe's requests (floor.probe_requests of them: those that may verify a draft token, then the

@@ -1,0 +1,53 @@
+"""The adaptive draft step in a closed batch: throughput of the batch's remaining work (issue 13; adaspec's
+extension of R-C1).
+
+R-C1 scores a step count k by the tokens a round yields per ms, B (1 + sum(a[:k])) / cost(B, k), as if
+every request accepted the batch's average. While requests wait for a slot that is right: a request that
+finishes early hands its slot on. With nothing waiting it is not: the batch's work ends with its last
+request, and the requests the draft suits best finish first and leave the others to run in a smaller,
+cheaper, but no longer shared round. Measured (bench/results/s41/per_request.md): four mixed held-out
+prompts at MTP k = 1, 256 tokens each, finish after 133, 151, 185 and 188 rounds, where the batch's
+average acceptance (1.59 tokens per round) says 161. Priced with the step table, that drain turns R-C1's
++2.9% for k = 1 into -2.7% (measured: 0.95x plain), and the draft step ran k = 1 in a quarter to a half
+of its rounds there (0.96-0.98x plain, BENCHMARKS.md stops 40-41).
+
+So when no request waits (`closed`: per decoding request, its remaining tokens n_i and its acceptance
+relative to the batch's, rho_i), k is scored by the time to finish the remaining work at k:
+request i advances 1 + A_i(k) tokens per round, A_i(k) = min(k, rho_i * sum(a[:k])), and finishes after
+f_i = n_i / (1 + A_i(k)) rounds; between consecutive finishes the round holds the requests not yet done,
+at the table's cost for that many requests, so
+
+    T(k) = sum_j (f_(j) - f_(j-1)) * cost(B - j + 1, k),      f_(0) = 0, f sorted ascending,
+
+and the score is sum(n_i) / T(k), tokens per ms as R-C1's (the same argmax when every rho_i = 1 and
+every n_i is equal: then all finish together). rho_i comes from the request's own verified draft tokens,
+shrunk towards 1 (engine/control.py); n_i is max_tokens minus what it has generated, an upper bound
+when an end-of-sequence token stops it earlier. The model keeps k fixed for the rest of the batch: it
+prices what k does to the batch's end, not the later choices a smaller batch will make.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+
+TableAt = Callable[[int], "dict[int, float]"]  # requests still running -> {k: ms}
+
+
+def closed_throughput(prefix_acceptance: Sequence[float], k: int, closed: Sequence[tuple[int, float]],
+                      table_at: TableAt) -> float:
+    """Tokens per ms of the batch's remaining work at k draft steps (module docstring); `closed`: per request,
+    (remaining tokens, relative acceptance); `table_at(b)`: the cost table for b running requests."""
+    if not closed:
+        raise ValueError("closed needs at least one request")
+    spec = float(np.sum(np.asarray(prefix_acceptance, dtype=np.float64)[:k]))
+    n = np.array([max(0, int(r)) for r, _ in closed], dtype=np.float64)
+    gain = np.minimum(float(k), np.array([max(0.0, float(rho)) for _, rho in closed]) * spec)
+    finish = np.sort(n / (1.0 + gain))
+    total_ms, before = 0.0, 0.0
+    for j, f in enumerate(finish):
+        running = len(finish) - j
+        total_ms += (f - before) * table_at(running)[k]
+        before = f
+    return float(n.sum()) / total_ms if total_ms > 0 else 0.0

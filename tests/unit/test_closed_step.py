@@ -1,0 +1,64 @@
+"""The adaptive draft step in a closed batch (adaptive/closed_step.py; issue 13, adaspec's extension of R-C1):
+hand-computed makespans, the reduction to R-C1's score, and the controller using it."""
+
+from __future__ import annotations
+
+import pytest
+
+from adaspec.adaptive.closed_step import closed_throughput
+from adaspec.adaptive.step_controller import DraftStepController, StepPolicy, step_throughput
+
+# the bundled model's step table on this project's CPU (bench/results/s41/dense_step_table.md), k = 0, 1
+TABLES = {1: {0: 27.05, 1: 29.52}, 2: {0: 28.03, 1: 35.51}, 3: {0: 30.67, 1: 41.17}, 4: {0: 35.39, 1: 54.70}}
+
+
+def test_equal_requests_reduce_to_the_per_round_score():
+    """Every request at the batch's acceptance and length: all finish together, so the score is R-C1's."""
+    closed = [(100, 1.0)] * 4
+    for k in (0, 1):
+        assert closed_throughput([0.6], k, closed, TABLES.get) == pytest.approx(
+            step_throughput(4, [0.6], k, TABLES[4][k]))
+
+
+def test_the_makespan_by_hand():
+    """Two requests of 100 tokens, one accepting twice the other's rate: at k = 1 with a = 0.5 they advance
+    1.25 and 1.75 tokens per round, finish after 57.14 and 80 rounds; 57.14 rounds of two requests, then
+    22.86 of one."""
+    closed = [(100, 0.5), (100, 1.5)]
+    t_ms = (100 / 1.75) * TABLES[2][1] + (80 - 100 / 1.75) * TABLES[1][1]
+    assert closed_throughput([0.5], 1, closed, TABLES.get) == pytest.approx(200 / t_ms)
+    assert closed_throughput([0.5], 0, closed, TABLES.get) == pytest.approx(200 / (100 * TABLES[2][0]))
+    # acceptance is capped at k: a request cannot accept more draft tokens than were drafted
+    assert closed_throughput([0.9], 1, [(100, 3.0), (100, 3.0)], TABLES.get) == pytest.approx(
+        200 / (50 * TABLES[2][1]))
+
+
+def test_the_drain_turns_the_mixed_batch_against_k1():
+    """Stop 41's measured closed batch: four mixed prompts at k = 1 finished after 188, 185, 133 and 151 rounds
+    (256 tokens each): rates 1.36-1.92, mean acceptance 0.59. R-C1's score says k = 1 pays ~3%; the batch's
+    remaining work says it loses (measured: 0.95x plain)."""
+    rates = [256 / r for r in (188, 185, 133, 151)]
+    a = sum(r - 1 for r in rates) / 4
+    closed = [(256, (r - 1) / a) for r in rates]
+    assert step_throughput(4, [a], 1, TABLES[4][1]) > step_throughput(4, [a], 0, TABLES[4][0])
+    assert closed_throughput([a], 1, closed, TABLES.get) < closed_throughput([a], 0, closed, TABLES.get)
+
+
+def _controller(closed_batch: bool) -> DraftStepController:
+    policy = StepPolicy(update_interval=5, switch_min_gain=0.05, closed_batch=closed_batch, zero_confidence=0.0)
+    return DraftStepController(1, policy, lambda b, k: TABLES.get(b, {}).get(k), lambda b: b if b <= 4 else None,
+                               buckets=(1, 2, 3, 4), cold_start="k_max", probe_interval=0)
+
+
+@pytest.mark.parametrize("closed_batch", [True, False])
+def test_the_controller_scores_a_closed_batch_by_its_remaining_work(closed_batch):
+    """A batch of four where two requests accept almost everything and two almost nothing (average 0.6): per
+    round k = 1 pays (1.6 x 35.39 / 54.70 = 1.035x, kept inside the 5% hysteresis), but with nothing waiting the
+    slow pair sets the batch's end, and the controller leaves k = 1 for plain."""
+    ctrl = _controller(closed_batch)
+    closed = [(200, 1.6), (200, 1.6), (200, 0.4), (200, 0.4)]
+    for i in range(10):
+        assert ctrl.plan(4, closed=closed) in (0, 1)
+        ctrl.observe([1] * 4, [1, 1, int(i % 4 == 0), 0])  # 0.6 per draft on average (0.575 here)
+    assert ctrl.k == (0 if closed_batch else 1)
+    assert ctrl.plan(4, closed=None) == ctrl.k  # a request waiting: R-C1's score, the same table, no re-score
