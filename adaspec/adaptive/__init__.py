@@ -3,7 +3,8 @@
 - feedback: windowed prefix acceptance from completed rounds, lag made explicit (R-C2, R-C4)
 - scoring: MTP acceptance predictor and path probabilities (R-D2)
 - step_controller: one MTP step count per batch, k = 0 included (R-C1, R-C2); step_costs: the cost
-  table a batch is priced at; step_explore: how it explores at k = 0
+  table a batch is priced at; step_explore: how it explores at k = 0; closed_step: its score when no
+  request waits for a slot
 - verify_controller: per-request verify lengths, sync (early stop) and async (lagged budget)
   modes, unified-layout buckets (R-D1, R-D3, R-D4, R-F6)
 """

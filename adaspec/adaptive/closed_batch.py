@@ -22,8 +22,8 @@ ends the batch sooner. Without plain costs (tables written before issue 13), v =
 
 This undervalues the tokens of a request that will finish last by a clear margin (each of those
 shortens the batch by a whole round at its end); the rule errs towards plain rounds, the floor
-issue 13 asks for. The adaptive draft step needs no such weight: its k is the same for every
-request of the batch, so the last request gains as much as the others.
+issue 13 asks for. The adaptive draft step, whose k is the same for every request, has its own closed-batch
+score: when the batch's remaining work ends, each request at its own acceptance (closed_step.py).
 """
 
 from __future__ import annotations
