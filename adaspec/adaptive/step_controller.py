@@ -46,7 +46,7 @@ tables in B (no round is padded to its bucket, and a draft step's relative cost 
 batch whose priced table differs from the last re-score's (its request count changed) is re-scored at
 once rather than at the next interval, so k follows the batch as requests join and leave.
 
-Closed batches (adaspec's extension, `closed_batch`, default on; closed_step.py): when no request waits
+Closed batches (adaspec's extension, `closed_batch`, default off: step_policy.py; closed_step.py): when no request waits
 for a slot (`plan(closed=...)`: per request, its remaining tokens and its acceptance relative to the
 batch's), every score above is the throughput of the batch's remaining work, not of the average round.
 

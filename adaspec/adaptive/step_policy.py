@@ -36,8 +36,10 @@ class StepPolicy:
     # ends back at k = 0 while the batch holds the same requests; a request joining resets it (1 = off)
     max_explore_backoff: int = 8
     # with no request waiting for a slot, score k by the time to finish the batch's remaining work, each request
-    # at its own acceptance (closed_step.py), not by the average round; False = R-C1's per-round score
-    closed_batch: bool = True
+    # at its own acceptance (closed_step.py), not by the average round; off by default: on the bench's prose at
+    # B = 8 it ran 0.95x a fixed k = 1 (it removes the per-round score's optimism and keeps the table's
+    # pessimism), and mixed B = 4 did not move (BENCHMARKS.md, stop 41)
+    closed_batch: bool = False
 
     def __post_init__(self):
         if not self.zero_confidence >= 0:

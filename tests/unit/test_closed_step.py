@@ -62,3 +62,28 @@ def test_the_controller_scores_a_closed_batch_by_its_remaining_work(closed_batch
         ctrl.observe([1] * 4, [1, 1, int(i % 4 == 0), 0])  # 0.6 per draft on average (0.575 here)
     assert ctrl.k == (0 if closed_batch else 1)
     assert ctrl.plan(4, closed=None) == ctrl.k  # a request waiting: R-C1's score, the same table, no re-score
+
+
+def test_the_engine_gives_each_request_its_remaining_tokens_and_relative_acceptance():
+    """engine/control.py's closed-batch view: None while a request waits (or for one request); else per
+    decoding request (max_tokens - generated, its accepted per verified draft token over the batch's, shrunk
+    towards 1 by CLOSED_SHRINK_TOKENS)."""
+    from types import SimpleNamespace
+
+    from adaspec.engine.control import AdaptiveControl
+
+    def req(generated, drafted, accepted):
+        return SimpleNamespace(params=SimpleNamespace(max_tokens=100), output_token_ids=[0] * generated,
+                               num_draft_tokens=drafted, num_accepted_tokens=accepted)
+
+    ctl = object.__new__(AdaptiveControl)
+    batch = [req(10, 40, 30), req(20, 40, 10), req(0, 0, 0)]
+    ctl.engine = SimpleNamespace(scheduler=SimpleNamespace(waiting=[object()]))
+    assert ctl._closed_batch(batch) is None
+    ctl.engine.scheduler.waiting = []
+    assert ctl._closed_batch(batch[:1]) is None
+    s, mean = AdaptiveControl.CLOSED_SHRINK_TOKENS, 40 / 80
+    got = ctl._closed_batch(batch)
+    assert [n for n, _ in got] == [90, 80, 100]
+    assert [rho for _, rho in got] == pytest.approx([(30 + s * mean) / (40 + s) / mean,
+                                                     (10 + s * mean) / (40 + s) / mean, 1.0])
