@@ -293,10 +293,10 @@ class AdaptiveControl:
     CLOSED_SHRINK_TOKENS = 16
 
     def _closed_batch(self, decoding) -> list[tuple[int, float]] | None:
-        """The draft step's closed-batch view (adaptive/closed_step.py): None while a request waits for a slot;
-        else per decoding request (tokens it may still generate, its accepted draft tokens per verified one
+        """The draft step's closed-batch view (adaptive/closed_step.py): None while a request waits for a slot
+        (or the policy's closed_batch is off); else per decoding request (tokens it may still generate, its accepted draft tokens per verified one
         over the batch's, shrunk towards 1 by CLOSED_SHRINK_TOKENS)."""
-        if self.engine.scheduler.waiting or len(decoding) < 2:
+        if not self.step.policy.closed_batch or self.engine.scheduler.waiting or len(decoding) < 2:
             return None
         drafted = sum(r.num_draft_tokens for r in decoding)
         mean = sum(r.num_accepted_tokens for r in decoding) / drafted if drafted else 0.0

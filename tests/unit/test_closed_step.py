@@ -77,6 +77,7 @@ def test_the_engine_gives_each_request_its_remaining_tokens_and_relative_accepta
                                num_draft_tokens=drafted, num_accepted_tokens=accepted)
 
     ctl = object.__new__(AdaptiveControl)
+    ctl.step = SimpleNamespace(policy=StepPolicy(closed_batch=True))
     batch = [req(10, 40, 30), req(20, 40, 10), req(0, 0, 0)]
     ctl.engine = SimpleNamespace(scheduler=SimpleNamespace(waiting=[object()]))
     assert ctl._closed_batch(batch) is None
@@ -84,6 +85,8 @@ def test_the_engine_gives_each_request_its_remaining_tokens_and_relative_accepta
     assert ctl._closed_batch(batch[:1]) is None
     s, mean = AdaptiveControl.CLOSED_SHRINK_TOKENS, 40 / 80
     got = ctl._closed_batch(batch)
+    ctl.step.policy = StepPolicy()  # off by default: nothing computed
+    assert ctl._closed_batch(batch) is None
     assert [n for n, _ in got] == [90, 80, 100]
     assert [rho for _, rho in got] == pytest.approx([(30 + s * mean) / (40 + s) / mean,
                                                      (10 + s * mean) / (40 + s) / mean, 1.0])
