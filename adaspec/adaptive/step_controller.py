@@ -91,10 +91,9 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from .feedback import DEFAULT_PRIOR_RATE, AcceptanceWindow, LaggedFeedback
-from .closed_step import closed_throughput
 from .step_costs import StepCostTables
 from .step_explore import StepExploration
-from .step_policy import StepPolicy, _best_speculative, best_step, step_throughput
+from .step_policy import StepPolicy, StepScoring, _best_speculative, best_step, step_throughput
 
 __all__ = ["CostFn", "DraftStepController", "StepDecision", "StepPolicy", "best_step", "step_throughput"]
 
@@ -114,7 +113,7 @@ class StepDecision:
     optimistic: dict[int, float] = field(default_factory=dict)  # at k = 0: k >= 1 under the aged upper bound
 
 
-class DraftStepController(StepExploration):
+class DraftStepController(StepExploration, StepScoring):
     """observe() completed batches, plan() one k per batch (R-C1, R-C2)."""
 
     def __init__(
@@ -299,29 +298,3 @@ class DraftStepController(StepExploration):
         paying = [k for k in sorted(gains, key=lambda k: (table[k], k)) if gains[k] > self.policy.switch_min_gain]
         k_spec = paying[0] if paying else max(gains, key=lambda k: (gains[k], -k))
         return k_spec, gains[k_spec], optimistic
-
-    # ---- scoring ------------------------------------------------------------------------
-    def throughput(self, batch_size: int, prefix_acceptance, k: int, table: dict[int, float]) -> float:
-        """Predicted tokens per ms at k for the batch being planned: R-C1's per-round score, or, in a closed
-        batch (plan's `closed`), the throughput of its remaining work (closed_step.py)."""
-        if self._closed is None:
-            return step_throughput(batch_size, prefix_acceptance, k, table[k])
-        return closed_throughput(prefix_acceptance, k, self._closed, lambda b: self._table_at(b, table))
-
-    def _best(self, batch_size: int, prefix_acceptance, table: dict[int, float]) -> tuple[int, dict[int, float]]:
-        """best_step's (argmax, predicted) under `throughput` (ties to the smaller k)."""
-        if self._closed is None:
-            return best_step(batch_size, prefix_acceptance, table, self.allow_zero)
-        predicted = {k: self.throughput(batch_size, prefix_acceptance, k, table)
-                     for k in sorted(table) if k > 0 or self.allow_zero}
-        return max(predicted, key=lambda k: (predicted[k], -k)), predicted
-
-    def _table_at(self, b: int, table: dict[int, float]) -> dict[int, float]:
-        """The table for b running requests (a closed batch's later phases), or `table` (the whole batch's,
-        an upper bound) where b's is not covered or lacks one of its step counts."""
-        bcap = self.pad_requests(b)
-        smaller, _ = self.costs.bucket(bcap)
-        if smaller is None or (self.covers is not None and not self.covers(bcap, self._kv_len)):
-            return table
-        smaller = self.costs.for_batch(b, bcap, smaller, self._kv_len)
-        return smaller if set(smaller) >= set(table) else table

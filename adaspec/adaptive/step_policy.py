@@ -2,8 +2,8 @@
 
 `StepPolicy` holds the fields of `--adaptive_draft_step_config`'s "policy" (the file's schema,
 calibration/schema.DraftStepPolicy, spells them again; a test holds both equal). `best_step` is the
-argmax of predicted tokens per ms that every re-score runs; the rules that use them are in
-step_controller.py.
+argmax of predicted tokens per ms that every re-score runs (`StepScoring`: the controller's choice between
+it and the closed-batch score of closed_step.py); the rules that use them are in step_controller.py.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
+
+from .closed_step import closed_throughput
 
 
 @dataclass(frozen=True)
@@ -89,3 +91,34 @@ def best_step(
 def _best_speculative(batch_size: int, prefix_acceptance, table: dict[int, float]) -> int:
     """The best k >= 1 of a Bcap's table on the point estimate (what a probe runs)."""
     return best_step(batch_size, prefix_acceptance, {k: c for k, c in table.items() if k > 0}, allow_zero=False)[0]
+
+
+class StepScoring:
+    """The draft step controller's score of a step count (a mixin of DraftStepController): R-C1's per-round
+    throughput, or in a closed batch the throughput of its remaining work (closed_step.py); needs the
+    controller's `_closed`, `_kv_len`, `allow_zero`, `pad_requests`, `covers` and `costs`."""
+
+    def throughput(self, batch_size: int, prefix_acceptance, k: int, table: dict[int, float]) -> float:
+        """Predicted tokens per ms at k for the batch being planned: R-C1's per-round score, or, in a closed
+        batch (plan's `closed`), the throughput of its remaining work (closed_step.py)."""
+        if self._closed is None:
+            return step_throughput(batch_size, prefix_acceptance, k, table[k])
+        return closed_throughput(prefix_acceptance, k, self._closed, lambda b: self._table_at(b, table))
+
+    def _best(self, batch_size: int, prefix_acceptance, table: dict[int, float]) -> tuple[int, dict[int, float]]:
+        """best_step's (argmax, predicted) under `throughput` (ties to the smaller k)."""
+        if self._closed is None:
+            return best_step(batch_size, prefix_acceptance, table, self.allow_zero)
+        predicted = {k: self.throughput(batch_size, prefix_acceptance, k, table)
+                     for k in sorted(table) if k > 0 or self.allow_zero}
+        return max(predicted, key=lambda k: (predicted[k], -k)), predicted
+
+    def _table_at(self, b: int, table: dict[int, float]) -> dict[int, float]:
+        """The table for b running requests (a closed batch's later phases), or `table` (the whole batch's,
+        an upper bound) where b's is not covered or lacks one of its step counts."""
+        bcap = self.pad_requests(b)
+        smaller, _ = self.costs.bucket(bcap)
+        if smaller is None or (self.covers is not None and not self.covers(bcap, self._kv_len)):
+            return table
+        smaller = self.costs.for_batch(b, bcap, smaller, self._kv_len)
+        return smaller if set(smaller) >= set(table) else table
