@@ -18,7 +18,9 @@ Exploration backs off while the batch holds the same requests (adaspec's extensi
 every k >= 1 losing to plain even at the window's upper bound doubles `backoff`, which multiplies `explore_scale` (probe interval and half-life alike) where
 speculation is dear (scale > 1: nowhere at B = 1 on this machine), up to the maximum; a re-score that keeps a k >= 1 on the measurement resets it, and so does a request joining the
 batch (`plan(requests=...)`: a request not in the batch when the backoff last grew), whose acceptance
-no look has measured. In a closed batch on which plain is right (chat at B = 4: 41 speculative rounds
+no look has measured, and a change in the request count (the looks were judged on another table: on the
+staggered stream, where requests join and leave every few seconds, the backoff without this reset ran
+0.943-0.956x the fixed k = 1 against 0.976x without the backoff, BENCHMARKS.md stop 41). In a closed batch on which plain is right (chat at B = 4: 41 speculative rounds
 of 763, each 1.5x a plain round, cost ~2.4% of the run, bench/round_kinds.py, stop 40) the looks
 thin out geometrically instead of costing a fixed share of every run.
 """

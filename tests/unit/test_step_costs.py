@@ -82,3 +82,18 @@ def test_k_follows_the_request_count_when_requests_leave(interpolate):
         assert ctrl.decisions[-1].batch_size == 4
     else:  # priced at bucket 4 the two-request batch is the same decision: nothing to re-score
         assert len(ctrl.decisions) == decided
+
+
+def test_a_change_in_the_request_count_resets_the_exploration_backoff():
+    """The looks that backed exploration off were judged on one request count's table; when requests leave
+    (or join), the batch is priced anew and explored at the base rate again."""
+    dear = {4: {0: 10.0, 1: 20.0}, 1: {0: 8.0, 1: 16.0}, 2: {0: 9.0, 1: 18.0}}
+    ctrl = DraftStepController(1, StepPolicy(update_interval=5, zero_confidence=0.0),
+                               lambda b, k: dear.get(b, {}).get(k), pad, buckets=BUCKETS, probe_interval=10,
+                               cold_start="k_max")
+    for i in range(200):  # nothing accepted at four requests: probes that find plain right back off
+        k = ctrl.plan(4, round_id=i, requests=["a", "b", "c", "d"])
+        ctrl.observe([k] * 4, [0] * 4, round_id=i)
+    assert ctrl.backoff > 1
+    ctrl.plan(2, round_id=200, requests=["a", "b"])  # two leave: priced between buckets 1 and 4
+    assert ctrl.backoff == 1
