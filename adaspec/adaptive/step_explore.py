@@ -50,7 +50,7 @@ class StepExploration:
                 f"every {self.policy.window_size} batches at k = 0, beats plain by > {self.policy.switch_min_gain:g}; where "
                 f"the cheapest k >= 1 costs more than {1 + self.policy.explore_overhead:g}x plain, probes and aging slow "
                 f"down in proportion (policy.explore_overhead), and they back off x2 per look that ends at k = 0, up "
-                f"to x{self.policy.max_explore_backoff}, until a request joins the batch (policy.max_explore_backoff)")
+                f"to x{self.policy.max_explore_backoff}, until the batch's requests change (policy.max_explore_backoff)")
 
     def exploration_summary(self) -> dict:
         rounds = sum(self.k_histogram.values())  # every batch planned, fallbacks included (as /metrics)
