@@ -231,9 +231,10 @@ class DraftStepController(StepExploration, StepScoring):
                                                f"cold start (prior rate {self.window.prior_rate:g})", predicted))
 
         epoch = self.completed // self.policy.update_interval
-        if table is not self._scored_table:
+        repriced = table is not self._scored_table  # the request count changed since the last re-score
+        if repriced:
             self.backoff = 1  # the looks that backed off were judged on another request count's table
-        if epoch > self._epoch or (table is not self._scored_table and self.window.has_data):
+        if epoch > self._epoch or (repriced and self.window.has_data):
             self._epoch = max(epoch, self._epoch)
             self._rescore(batch_size, bcap, table)
             self._scored_table = table
