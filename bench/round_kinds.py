@@ -12,7 +12,9 @@ order, and every round is timed and labelled by what it did:
 - `prefill`: a round with a prompt chunk in it;
 - a `probe ` prefix: a round the controller ran only to measure acceptance (plan.probe);
 - an ` after draft` suffix on `plain`: a plain round right after a round that drafted (what the next
-  round pays for a draft, e.g. the KV left by rejected tokens).
+  round pays for a draft, e.g. the KV left by rejected tokens);
+- with `--by_batch`, an `@B<n>` suffix: the round's number of decoding requests (the staggered stream's
+  batch grows and shrinks; `--source=staggered` serves the mixed stream with `--arrival_gap`).
 
 The engines are built as bench/adaptive.py builds them (its configuration names, its quick
 calibration unless --calibration_json).
@@ -44,7 +46,13 @@ def parse_args(argv=None):
     p.add_argument("--baseline", default="plain",
                    help="the configuration to compare with (plain, or a fixed one such as mtp_k1)")
     p.add_argument("--batch_size", type=int, default=1, help="requests decoding together")
-    p.add_argument("--source", default="mixed", help="held-out prompt stream: code, chat, prose or mixed")
+    p.add_argument("--source", default="mixed",
+                   help="held-out prompt stream: code, chat, prose, mixed, or staggered (mixed, request i arriving "
+                        "i x --arrival_gap CPU seconds after the start, at most --batch_size running)")
+    p.add_argument("--arrival_gap", type=float, default=2.0,
+                   help="--source=staggered: seconds of process CPU time between arrivals (bench/adaptive.py's default)")
+    p.add_argument("--by_batch", action="store_true",
+                   help="label every round with its number of decoding requests (@B<n>)")
     p.add_argument("--num_prompts", type=int, default=4, help="prompts per run")
     p.add_argument("--max_tokens", type=int, default=256, help="output tokens per prompt (EOS ignored)")
     p.add_argument("--repeats", type=int, default=3, help="runs of each engine, in alternating order")
@@ -62,6 +70,8 @@ def main(argv=None) -> int:
         raise SystemExit("--batch_size, --num_prompts, --repeats and --max_tokens must be >= 1")
     if not args.temperature >= 0:
         raise SystemExit(f"--temperature must be >= 0, got {args.temperature}")
+    if not 0 < args.arrival_gap < float("inf"):
+        raise SystemExit(f"--arrival_gap must be a finite number of seconds > 0, got {args.arrival_gap}")
     common.setup_threads(1)
     common.share_target_weights()
     print(f"# round kinds: {common.machine()}; {args.baseline} vs {args.config}, B={args.batch_size}", flush=True)
@@ -101,6 +111,8 @@ def main(argv=None) -> int:
                 kind = "plain after draft"
             if plan.probe:
                 kind = "probe " + kind
+            if args.by_batch and kind != "prefill":
+                kind += f"@B{decoding}"
             if kind != "prefill":
                 drafted[name] = plan.num_steps > 0
             kinds[name, kind].append(time.process_time() - c)
@@ -115,6 +127,10 @@ def main(argv=None) -> int:
         return SamplingParams(temperature=args.temperature, max_tokens=args.max_tokens, ignore_eos=True, seed=seed)
 
     def serve(llm):
+        if args.source == "staggered":  # arrivals in CPU time, at most batch_size running (bench/common.serve)
+            run = common.serve(llm, prompts, args.batch_size, args.max_tokens, ignore_eos=True,
+                               temperature=args.temperature, arrival_gap_s=args.arrival_gap)
+            return run.cpu_s, run.outputs
         e = llm.engine
         c = time.process_time()
         ids = [e.add_request(list(p.ids), params(i)) for i, p in enumerate(prompts)]

@@ -30,6 +30,11 @@ no draft (a k = 0 round, every request at L = 0) counts in `completed` but does 
 window: it holds no acceptance information, and letting it push measured batches out would decay
 the estimate to the prior merely because speculation was paused.
 
+The batch's own requests (adaspec's extension): with request ids given to `observe`, and the batch
+being planned set in `batch`, every estimate below is the mean over the batch's requests of their own
+prefix acceptance, each shrunk towards the pooled rates above (batch_acceptance.py); without ids, or
+with `batch` None, the pooled estimate.
+
 Lag. The controller planning round n may only use results of rounds <= n - lag: lag 1 when the
 engine is synchronous (round n-1 finished before n is planned), 2 with schedule overlap (round
 n-1 is still running while n is planned). `LaggedFeedback` holds results tagged with their round
@@ -41,9 +46,11 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections import deque
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Hashable, Sequence, TypeVar
 
 import numpy as np
+
+from .batch_acceptance import RequestCounts, aged_counts, batch_prefix_acceptance
 
 T = TypeVar("T")
 
@@ -62,25 +69,34 @@ class AcceptanceWindow:
             raise ValueError(f"prior_rate must be in [0, 1], got {prior_rate}")
         self.max_steps, self.window_size, self.prior_rate = max_steps, window_size, prior_rate
         self.completed = 0  # completed batches observed (with or without drafts)
-        # per batch: n_i, r_i, v_i, drafts, and `completed` when it was observed (its age, `aged_*`)
-        self._batches: deque[tuple[np.ndarray, np.ndarray, np.ndarray, int, int]] = deque()
+        # per batch: n_i, r_i, v_i, drafts, `completed` when it was observed (its age, `aged_*`), and per draft
+        # (request, accepted, reached) when observe() was given request ids (else None)
+        self._batches: deque[tuple] = deque()
+        self.requests = RequestCounts(max_steps)  # per-request sums over the window (batch_acceptance.py)
+        self._anonymous = 0  # window batches observed without request ids
+        self.batch: tuple[Hashable, ...] | None = None  # the batch being planned (None: pooled estimates)
         self._accepted = np.zeros(max_steps, dtype=np.int64)  # n_i summed over the window
         self._reached = np.zeros(max_steps, dtype=np.int64)  # r_i
         self._verified = np.zeros(max_steps, dtype=np.int64)  # v_i
         self._drafts = 0
 
     # ---- feeding ------------------------------------------------------------------------
-    def observe(self, verify_lens: list[int], num_accepted: list[int]) -> None:
-        """One completed batch: per request, verified draft count L and accepted count m."""
+    def observe(self, verify_lens: list[int], num_accepted: list[int],
+                requests: Sequence[Hashable] | None = None) -> None:
+        """One completed batch: per request, verified draft count L and accepted count m (and, optionally,
+        the requests' ids, in the same order)."""
         if len(verify_lens) != len(num_accepted):
             raise ValueError(f"{len(verify_lens)} verify lengths but {len(num_accepted)} accepted counts")
+        if requests is not None and len(requests) != len(verify_lens):
+            raise ValueError(f"{len(verify_lens)} verify lengths but {len(requests)} request ids")
+        per_draft = [] if requests is not None else None
         self.completed += 1
         pos = np.arange(1, self.max_steps + 1)
         acc = np.zeros(self.max_steps, dtype=np.int64)
         reach = np.zeros(self.max_steps, dtype=np.int64)
         ver = np.zeros(self.max_steps, dtype=np.int64)
         drafts = 0
-        for L, m in zip(verify_lens, num_accepted):
+        for j, (L, m) in enumerate(zip(verify_lens, num_accepted)):
             L, m = int(L), int(m)
             if not 0 <= m <= L:
                 raise ValueError(f"accepted count {m} outside [0, verify length {L}]")
@@ -89,22 +105,29 @@ class AcceptanceWindow:
             if L == 0:
                 continue
             drafts += 1
-            acc += pos <= m
-            reach += (pos <= L) & (pos <= m + 1)
+            a, r = pos <= m, (pos <= L) & (pos <= m + 1)
+            acc += a
+            reach += r
             ver += pos <= L
+            if per_draft is not None:
+                per_draft.append((requests[j], a.astype(np.float64), r.astype(np.float64)))
         if drafts == 0:
             return
-        self._batches.append((acc, reach, ver, drafts, self.completed))
-        self._accepted += acc
-        self._reached += reach
-        self._verified += ver
-        self._drafts += drafts
+        self._batches.append((acc, reach, ver, drafts, self.completed, per_draft))
+        self._count(acc, reach, ver, drafts, per_draft, 1)
         if len(self._batches) > self.window_size:
-            old_acc, old_reach, old_ver, old_drafts, _ = self._batches.popleft()
-            self._accepted -= old_acc
-            self._reached -= old_reach
-            self._verified -= old_ver
-            self._drafts -= old_drafts
+            old = self._batches.popleft()
+            self._count(*old[:4], old[5], -1)
+
+    def _count(self, acc, reach, ver, drafts, per_draft, sign: int) -> None:
+        self._accepted += sign * acc
+        self._reached += sign * reach
+        self._verified += sign * ver
+        self._drafts += sign * drafts
+        if per_draft is None:
+            self._anonymous += sign
+        else:
+            self.requests.add(per_draft, sign)
 
     # ---- reading ------------------------------------------------------------------------
     @property
@@ -130,8 +153,26 @@ class AcceptanceWindow:
 
     def prefix_acceptance(self, z: float = 0.0, weight: float = 1.0) -> np.ndarray:
         """a_i = P(first i drafts all accepted), i = 1..max_steps ([max_steps] float64, non-increasing);
-        `z` > 0: the optimistic product of `conditional_rates(z, weight)`."""
-        return np.cumprod(self.conditional_rates(z, weight))
+        `z` > 0: the optimistic product of `conditional_rates(z, weight)`. With `batch` set (and every window
+        batch observed with request ids): the mean over the batch's requests (batch_acceptance.py)."""
+        if not self._composed():
+            return np.cumprod(self.conditional_rates(z, weight))
+        w = float(weight)
+        pooled = self._rates(self._accepted * w, self._reached * w, 0.0)
+
+        def counts(rid):
+            c = self.requests.sums.get(rid)
+            return None if c is None else [c[0] * w, c[1] * w]
+        return batch_prefix_acceptance(self.batch, counts, pooled, z)
+
+    def drafts_of(self, request: Hashable) -> int:
+        """Drafts of `request` in the window (0: none, or the window has no request ids)."""
+        c = self.requests.sums.get(request)
+        return 0 if c is None else int(round(c[1][0]))
+
+    def _composed(self) -> bool:
+        """Whether estimates are per request of `batch`: a batch is set, and the window has drafts, all with ids."""
+        return bool(self.batch) and self.has_data and self._anonymous == 0
 
     def aged_prefix_acceptance(self, z: float, now: int, since: int, half_life: float) -> np.ndarray:
         """`prefix_acceptance(z)` with each batch's counts weighted 2^(-age / half_life), where a batch's
@@ -144,11 +185,16 @@ class AcceptanceWindow:
         if not self.has_data:
             return np.full(self.max_steps, self.prior_rate)
         accepted, reached = np.zeros(self.max_steps), np.zeros(self.max_steps)
-        for acc, reach, _, _, seen in self._batches:
+        weights = []
+        for acc, reach, _, _, seen, _ in self._batches:
             w = 0.5 ** (max(0, now - max(seen, since)) / half_life)
+            weights.append(w)
             accepted += w * acc
             reached += w * reach
-        return np.cumprod(self._rates(accepted, reached, z))
+        if not self._composed():
+            return np.cumprod(self._rates(accepted, reached, z))
+        per = aged_counts(((w, b[5]) for w, b in zip(weights, self._batches)), set(self.batch), self.max_steps)
+        return batch_prefix_acceptance(self.batch, per.get, self._rates(accepted, reached, 0.0), z)
 
     def _rates(self, accepted: np.ndarray, reached: np.ndarray, z: float) -> np.ndarray:
         alpha = np.empty(self.max_steps)

@@ -46,6 +46,11 @@ tables in B (no round is padded to its bucket, and a draft step's relative cost 
 batch whose priced table differs from the last re-score's (its request count changed) is re-scored at
 once rather than at the next interval, so k follows the batch as requests join and leave.
 
+The batch's own requests (adaspec's extension, `per_request`, default on; batch_acceptance.py): with
+plan(requests=...) and feedback by round id, the acceptance every rule below uses is the mean over the
+batch's requests of their own (shrunk towards the window's pooled rate; a request without drafts is priced
+at the pooled rate), and a batch whose requests changed is re-scored at once, as one whose count changed.
+
 Closed batches (adaspec's extension, `closed_batch`, default off: step_policy.py; closed_step.py): when no request waits
 for a slot (`plan(closed=...)`: per request, its remaining tokens and its acceptance relative to the
 batch's), every score above is the throughput of the batch's remaining work, not of the average round.
@@ -144,7 +149,8 @@ class DraftStepController(StepExploration, StepScoring):
         self.cost_ms, self.pad_requests, self.covers = cost_ms, pad_requests, covers
         self.allow_zero, self.probe_interval = allow_zero, probe_interval
         self.window = AcceptanceWindow(k_max, policy.window_size, prior_rate)
-        self.feedback: LaggedFeedback[tuple[list[int], list[int]]] = LaggedFeedback(lag)
+        self.feedback: LaggedFeedback[tuple] = LaggedFeedback(lag)
+        self._round_requests: dict[int, tuple] = {}  # round id -> its decoding requests (plan's `requests`)
         self.k = k_max
         self._cold = cold_start == "prior"  # the first covered batch chooses k under the prior
         self._cold_probe = False  # the prior chose k = 0 and no probe has measured it yet
@@ -158,6 +164,7 @@ class DraftStepController(StepExploration, StepScoring):
         self.costs = StepCostTables(k_max, cost_ms, allow_zero, buckets if policy.interpolate_buckets else None,
                                     covers)
         self._scored_table: dict[int, float] | None = None  # the table the last re-score used
+        self._scored_batch: frozenset = frozenset()  # the requests the last re-score judged (policy.per_request)
         self.backoff = 1  # exploration at k = 0 runs this many times slower (policy.max_explore_backoff)
         self._batch: frozenset = frozenset()  # the requests of the batch being planned (when given)
         self._backoff_batch: frozenset = frozenset()  # the requests when the backoff last grew
@@ -175,8 +182,11 @@ class DraftStepController(StepExploration, StepScoring):
     # ---- feedback -----------------------------------------------------------------------
     def observe(self, verify_lens: list[int], num_accepted: list[int], round_id: int | None = None) -> None:
         """A completed batch's result (from the normal result path, R-C4). With `round_id`, it is
-        used only when planning a round >= round_id + lag."""
-        self.feedback.push(round_id, (list(verify_lens), list(num_accepted)))
+        used only when planning a round >= round_id + lag, and its requests are those plan() was given."""
+        ids = self._round_requests.pop(round_id, None) if round_id is not None else None
+        if ids is not None and len(ids) != len(verify_lens):
+            ids = None
+        self.feedback.push(round_id, (list(verify_lens), list(num_accepted), ids))
 
     # ---- planning -----------------------------------------------------------------------
     def plan(self, batch_size: int, round_id: int | None = None, kv_len: int | None = None,
@@ -191,15 +201,21 @@ class DraftStepController(StepExploration, StepScoring):
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         self.last_probe = False
-        for lens, acc in self.feedback.release(round_id):
-            self.window.observe(lens, acc)
+        for lens, acc, ids in self.feedback.release(round_id):
+            self.window.observe(lens, acc, ids)
 
         self._closed = closed if closed and len(closed) > 1 and self.policy.closed_batch else None
         self._kv_len = kv_len
         if requests is not None:
-            self._batch = frozenset(requests)
+            ids = tuple(requests)
+            self._batch = frozenset(ids)
             if self.backoff > 1 and self._batch - self._backoff_batch:
                 self.backoff = 1  # a new request: what the looks found was about others
+            if round_id is not None:
+                self._round_requests[round_id] = ids
+                if len(self._round_requests) > 64:  # a round that never reported (it failed)
+                    del self._round_requests[min(self._round_requests)]
+            self.window.batch = ids if self.policy.per_request else None
         bcap = self.pad_requests(batch_size)
         table, missing = self.costs.bucket(bcap)
         episode = (bcap, "cost")
@@ -218,6 +234,7 @@ class DraftStepController(StepExploration, StepScoring):
         table = self.costs.for_batch(batch_size, bcap, table, kv_len)
         if self._scored_table is None:
             self._scored_table = table  # the first covered batch's table; a later one re-scores at once
+            self._scored_batch = self._batch
 
         if self._cold:
             self._cold = False
@@ -234,16 +251,17 @@ class DraftStepController(StepExploration, StepScoring):
         repriced = table is not self._scored_table  # the request count changed since the last re-score
         if repriced:
             self.backoff = 1  # the looks that backed off were judged on another request count's table
-        if epoch > self._epoch or (repriced and self.window.has_data):
+        recomposed = self.window.batch is not None and self._batch != self._scored_batch
+        if epoch > self._epoch or ((repriced or recomposed) and self.window.has_data):
             self._epoch = max(epoch, self._epoch)
             self._rescore(batch_size, bcap, table)
-            self._scored_table = table
+            self._scored_table, self._scored_batch = table, self._batch
 
         k = self.k
         if self.window.has_data:
             self._cold_probe = False  # measured: the periodic probes take over
-        due = k == 0 and can_verify and (
-            self._cold_probe or self.probe_interval and self.completed - self._zero_since >= self.probe_every(table))
+        due = k == 0 and can_verify and (self._cold_probe or self.probe_interval and (
+            self.completed - self._zero_since >= self.probe_every(table) or self._newcomer_probe_due()))
         if due:
             self._cold_probe = False
             self._zero_since = self.completed

@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import math
 
+from .batch_acceptance import SHRINK_DRAFTS
+
 # a look that ended at k = 0 backs exploration off only if every k >= 1 loses to plain even this many standard
 # errors above the window's estimate (Wilson bound): at one, a batch of two requests whose k = 1 paid 3-6% backed
 # off in 2-3 of 10 seeded runs (the look ends at k = 0 just when the estimate is unluckily low)
@@ -45,12 +47,18 @@ class StepExploration:
         return (f"[adaspec] exploration: the first batch chooses k from the cost table under a prior acceptance "
                 f"of {self.window.prior_rate:g} per position (not k_max); at k = 0 one probe batch runs the best "
                 f"k >= 1 after every {self.probe_interval} batches (probe rate {share}; and the first batch, when the "
-                f"prior alone chose k = 0); k = 0 is left when speculation "
+                f"prior alone chose k = 0{self._newcomer_text()}); k = 0 is left when speculation "
                 f"{self.policy.zero_confidence:g} standard errors above the measured acceptance, whose weight halves "
                 f"every {self.policy.window_size} batches at k = 0, beats plain by > {self.policy.switch_min_gain:g}; where "
                 f"the cheapest k >= 1 costs more than {1 + self.policy.explore_overhead:g}x plain, probes and aging slow "
                 f"down in proportion (policy.explore_overhead), and they back off x2 per look that ends at k = 0, up "
                 f"to x{self.policy.max_explore_backoff}, until the batch's requests change (policy.max_explore_backoff)")
+
+    def _newcomer_text(self) -> str:
+        if not self.policy.per_request or not self.probe_interval:
+            return ""
+        return (f"; and one every {self.policy.update_interval} batches while a request of the batch has fewer than "
+                f"{SHRINK_DRAFTS:g} drafts measured, drafting for it first: at most ~{SHRINK_DRAFTS:g} per request")
 
     def exploration_summary(self) -> dict:
         rounds = sum(self.k_histogram.values())  # every batch planned, fallbacks included (as /metrics)
@@ -86,6 +94,19 @@ class StepExploration:
         overhead = (min(c for k, c in table.items() if k > 0) - table[0]) / table[0]
         scale = overhead / self.policy.explore_overhead
         return scale * self.backoff if scale > 1 else 1.0
+
+    def unmeasured(self) -> list:
+        """The batch's requests (policy.per_request) whose acceptance is still mostly the prior: fewer than
+        SHRINK_DRAFTS drafts in the window."""
+        batch = self.window.batch
+        if not batch or not self.window.has_data:
+            return []
+        return [r for r in batch if self.window.drafts_of(r) < SHRINK_DRAFTS]
+
+    def _newcomer_probe_due(self) -> bool:
+        """At k = 0, a probe every update_interval batches while a request of the batch is unmeasured (the probe
+        drafts for it first: engine/control.py), so at most ~SHRINK_DRAFTS such probes per request that joins."""
+        return bool(self.unmeasured()) and self.completed - self._zero_since >= self.policy.update_interval
 
     def probe_every(self, table: dict[int, float]) -> int:
         """Batches at k = 0 between probes at this Bcap: probe_interval, scaled by `explore_scale`."""

@@ -42,6 +42,10 @@ class StepPolicy:
     # B = 8 it ran 0.95x a fixed k = 1 (it removes the per-round score's optimism and keeps the table's
     # pessimism), and mixed B = 4 did not move (BENCHMARKS.md, stop 41)
     closed_batch: bool = False
+    # the batch's acceptance is the mean over its own requests of their acceptance in the window, each shrunk
+    # towards the window's pooled rate (batch_acceptance.py), and a batch whose requests changed is re-scored at
+    # once; needs plan(requests=...) and feedback by round id; False = the window's pooled counts (R-C2)
+    per_request: bool = True
 
     def __post_init__(self):
         if not self.zero_confidence >= 0:

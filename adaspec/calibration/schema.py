@@ -169,6 +169,9 @@ class DraftStepPolicy(BaseModel):
     # adaspec's extension (off by default, adaptive/step_policy.py says why): with nothing waiting, k is scored by
     # when the batch's remaining work ends, each request at its own acceptance (adaptive/closed_step.py)
     closed_batch: bool = False
+    # adaspec's extension: the batch's acceptance is the mean of its own requests' (each shrunk towards the window's
+    # pooled rate), re-scored when its requests change; false = the window's pooled counts (adaptive/batch_acceptance.py)
+    per_request: bool = True
 
 
 class DraftStepCalibration(_CalibrationFields):

@@ -308,14 +308,18 @@ class AdaptiveControl:
         return out
 
     def _probe_subset(self, decoding, caps: tuple[int, ...]) -> tuple[tuple[int, ...] | None, tuple[int, ...]]:
-        """A probe's requests (floor.probe_requests of them: those that may verify a draft token, then the
-        fewest pending refresh entries, then batch order) and the caps with the others' set to 0; (None, caps)
+        """A probe's requests (floor.probe_requests of them: those that may verify a draft token, then (the draft
+        step's per-request estimate) the fewest drafts in its window, then the fewest pending refresh entries, then
+        batch order) and the caps with the others' set to 0; (None, caps)
         when that is the whole batch."""
         n = probe_requests(len(decoding))
         if n >= len(decoding):
             return None, caps
         pending = self.engine.rounds.pending_entries
-        order = sorted(range(len(decoding)), key=lambda i: (caps[i] == 0, pending(decoding[i].request_id), i))
+        # the draft step measures the requests it knows least about first (adaptive/batch_acceptance.py)
+        drafts = self.step.window.drafts_of if self.step is not None and self.step.window.batch else (lambda rid: 0)
+        order = sorted(range(len(decoding)), key=lambda i: (caps[i] == 0, drafts(decoding[i].request_id),
+                                                            pending(decoding[i].request_id), i))
         subset = tuple(sorted(order[:n]))
         return subset, tuple(c if i in subset else 0 for i, c in enumerate(caps))
 

@@ -412,8 +412,9 @@ def test_exploration_backs_off_while_the_batch_holds_the_same_requests():
     assert _probe_batches(dear, 400) == [30, 90, 210]  # intervals 30, 60, 120 (then 240: past the run)
     assert _probe_batches(dear, 400, max_explore_backoff=2) == [30, 90, 150, 210, 270, 330, 390]
     assert _probe_batches({0: 1.0, 1: 1.2}, 200) == list(range(10, 200, 10))
-    ctrl = DraftStepController(1, StepPolicy(update_interval=5, zero_confidence=0.0), table_cost(dear),
-                               pad_requests, probe_interval=10, cold_start="k_max")
+    # pooled estimates: the probes that measure a request that joined (per_request) are test_batch_acceptance's
+    ctrl = DraftStepController(1, StepPolicy(update_interval=5, zero_confidence=0.0, per_request=False),
+                               table_cost(dear), pad_requests, probe_interval=10, cold_start="k_max")
     ks, backoff = [], []
     for i in range(300):
         batch = ["a", "b"] if i < 150 else ["a", "c"]  # request c joins at batch 150

@@ -1,0 +1,99 @@
+"""The acceptance of the batch being planned, from its own requests' drafts (adaspec's extension, issue 13).
+
+A round with k draft steps yields, per request r, 1 + sum_i a_{r,i} tokens (a_{r,i}: r's prefix acceptance
+at position i), so the batch's expected tokens per request are the *mean over its requests* of their
+prefix acceptances. The window's pooled counts (feedback.AcceptanceWindow, whose Kaplan-Meier product
+already weighs each position by who reached it) give that mean for the requests *that drafted in the
+window*, in the proportions they drafted, and those need not be the batch being planned: the window
+holds drafts of requests that have left, and none of requests that just joined. On the staggered stream
+(requests join and leave every few seconds) a code request accepting 93% of its drafts joined two chat
+requests at 25-40%; the window, full of the chat requests' drafts, kept the batch of three at k = 0 for
+~110 batches while a fixed k = 1 paid ~8% there (bench/round_kinds.py --source=staggered --by_batch,
+BENCHMARKS.md stop 42); when the chat requests left, their drafts stayed in the window.
+
+Estimator. Per request r in the batch and draft position i, its conditional rate is shrunk towards the
+window's pooled rate p_i (every request's drafts, the Kaplan-Meier rates of feedback.AcceptanceWindow):
+
+    alpha_{r,i} = (n_{r,i} + s p_i) / (r_{r,i} + s),     s = SHRINK_DRAFTS
+
+(n, r: r's accepted and reached counts at position i in the window). A request with no draft in the
+window (it just joined, or only ever ran at k = 0) is priced at the pooled rate, one with many drafts
+at its own. The batch's prefix acceptance is the mean over its requests of cumprod_i alpha_{r,i}. With a
+confidence bound (`z` > 0, the step controller's optimistic and backoff rules), each request's rate is
+the Wilson upper bound of its shrunk counts at z / sqrt(B): the mean of B independent estimates has
+1 / sqrt(B) of their standard error, so the batch's estimate moves z of *its* standard errors, as the
+pooled bound does. Aging (the controller at k = 0) weights each window batch's counts, pooled and
+per request alike.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Hashable, Iterable, Sequence
+
+import numpy as np
+
+# the per-request estimate's prior strength, in drafts: a request with this many drafts in the window is
+# priced half at its own rate, half at the window's pooled rate (a window of 20 batches gives a request
+# that drafted in each 20 drafts, ~83% its own)
+SHRINK_DRAFTS = 4.0
+
+
+class RequestCounts:
+    """Per-request accepted / reached counts over the window's batches (kept as running sums, so the
+    unaged estimate costs O(B) per call)."""
+
+    def __init__(self, max_steps: int):
+        self.max_steps = max_steps
+        self.sums: dict[Hashable, list[np.ndarray]] = {}  # request -> [accepted, reached]
+
+    def add(self, per_draft: Sequence[tuple[Hashable, np.ndarray, np.ndarray]], sign: int) -> None:
+        for rid, acc, reach in per_draft:
+            s = self.sums.get(rid)
+            if s is None:
+                s = self.sums[rid] = [np.zeros(self.max_steps), np.zeros(self.max_steps)]
+            s[0] += sign * acc
+            s[1] += sign * reach
+            if sign < 0 and not s[1].any():
+                del self.sums[rid]  # no draft of it left in the window
+
+
+def aged_counts(entries: Iterable[tuple[float, Sequence[tuple[Hashable, np.ndarray, np.ndarray]]]], batch: set,
+                max_steps: int) -> dict[Hashable, list[np.ndarray]]:
+    """Per-request weighted counts of the batch's requests over (weight, per-draft records) entries."""
+    out: dict[Hashable, list[np.ndarray]] = {}
+    for w, per_draft in entries:
+        for rid, acc, reach in per_draft:
+            if rid in batch:
+                s = out.setdefault(rid, [np.zeros(max_steps), np.zeros(max_steps)])
+                s[0] += w * acc
+                s[1] += w * reach
+    return out
+
+
+def batch_prefix_acceptance(batch: Sequence[Hashable], counts: Callable[[Hashable], "list[np.ndarray] | None"],
+                            pooled_rates: np.ndarray, z: float = 0.0, shrink: float = SHRINK_DRAFTS) -> np.ndarray:
+    """Mean over `batch` of each request's prefix acceptance (module docstring); `counts(rid)`: its
+    [accepted, reached] arrays in the window (None: no draft), `pooled_rates`: the window's conditional rates
+    (positions never reached already carried forward)."""
+    if not batch:
+        raise ValueError("batch_prefix_acceptance needs at least one request")
+    zb = z / math.sqrt(len(batch)) if z > 0 else 0.0
+    total = np.zeros(len(pooled_rates))
+    for rid in batch:
+        c = counts(rid)
+        succ, trials = shrink * pooled_rates, np.full(len(pooled_rates), shrink)
+        if c is not None:
+            succ, trials = succ + c[0], trials + c[1]
+        total += np.cumprod(wilson_upper_array(succ, trials, zb))
+    return total / len(batch)
+
+
+def wilson_upper_array(successes: np.ndarray, trials: np.ndarray, z: float) -> np.ndarray:
+    """feedback.wilson_upper, elementwise (trials > 0)."""
+    p = successes / trials
+    if z <= 0.0:
+        return p
+    z2n = z * z / trials
+    half = z * np.sqrt(np.maximum(p * (1.0 - p), 0.0) / trials + z2n / (4.0 * trials))
+    return np.minimum(1.0, (p + z2n / 2.0 + half) / (1.0 + z2n))
