@@ -74,6 +74,7 @@ class AcceptanceWindow:
         self._batches: deque[tuple] = deque()
         self.requests = RequestCounts(max_steps)  # per-request sums over the window (batch_acceptance.py)
         self._anonymous = 0  # window batches observed without request ids
+        self.version = 0  # counts the batches that entered the window (a cache key of its estimates)
         self.batch: tuple[Hashable, ...] | None = None  # the batch being planned (None: pooled estimates)
         self._accepted = np.zeros(max_steps, dtype=np.int64)  # n_i summed over the window
         self._reached = np.zeros(max_steps, dtype=np.int64)  # r_i
@@ -114,6 +115,7 @@ class AcceptanceWindow:
         if drafts == 0:
             return
         self._batches.append((acc, reach, ver, drafts, self.completed, per_draft))
+        self.version += 1
         self._count(acc, reach, ver, drafts, per_draft, 1)
         if len(self._batches) > self.window_size:
             old = self._batches.popleft()
@@ -151,11 +153,13 @@ class AcceptanceWindow:
             return np.full(self.max_steps, self.prior_rate)
         return self._rates(self._accepted * float(weight), self._reached * float(weight), z)
 
-    def prefix_acceptance(self, z: float = 0.0, weight: float = 1.0) -> np.ndarray:
+    def prefix_acceptance(self, z: float = 0.0, weight: float = 1.0, batch: Sequence[Hashable] | None = None) -> np.ndarray:
         """a_i = P(first i drafts all accepted), i = 1..max_steps ([max_steps] float64, non-increasing);
-        `z` > 0: the optimistic product of `conditional_rates(z, weight)`. With `batch` set (and every window
-        batch observed with request ids): the mean over the batch's requests (batch_acceptance.py)."""
-        if not self._composed():
+        `z` > 0: the optimistic product of `conditional_rates(z, weight)`. With `batch` (default: the attribute)
+        set, and every window batch observed with request ids: the mean over the batch's requests
+        (batch_acceptance.py)."""
+        batch = self.batch if batch is None else tuple(batch)
+        if not self._composed(batch):
             return np.cumprod(self.conditional_rates(z, weight))
         w = float(weight)
         pooled = self._rates(self._accepted * w, self._reached * w, 0.0)
@@ -163,16 +167,16 @@ class AcceptanceWindow:
         def counts(rid):
             c = self.requests.sums.get(rid)
             return None if c is None else [c[0] * w, c[1] * w]
-        return batch_prefix_acceptance(self.batch, counts, pooled, z)
+        return batch_prefix_acceptance(batch, counts, pooled, z)
 
     def drafts_of(self, request: Hashable) -> int:
         """Drafts of `request` in the window (0: none, or the window has no request ids)."""
         c = self.requests.sums.get(request)
         return 0 if c is None else int(round(c[1][0]))
 
-    def _composed(self) -> bool:
-        """Whether estimates are per request of `batch`: a batch is set, and the window has drafts, all with ids."""
-        return bool(self.batch) and self.has_data and self._anonymous == 0
+    def _composed(self, batch) -> bool:
+        """Whether estimates are per request of `batch`: one is given, and the window has drafts, all with ids."""
+        return bool(batch) and self.has_data and self._anonymous == 0
 
     def aged_prefix_acceptance(self, z: float, now: int, since: int, half_life: float) -> np.ndarray:
         """`prefix_acceptance(z)` with each batch's counts weighted 2^(-age / half_life), where a batch's
@@ -191,7 +195,7 @@ class AcceptanceWindow:
             weights.append(w)
             accepted += w * acc
             reached += w * reach
-        if not self._composed():
+        if not self._composed(self.batch):
             return np.cumprod(self._rates(accepted, reached, z))
         per = aged_counts(((w, b[5]) for w, b in zip(weights, self._batches)), set(self.batch), self.max_steps)
         return batch_prefix_acceptance(self.batch, per.get, self._rates(accepted, reached, 0.0), z)

@@ -40,16 +40,12 @@ below, at most 1 / probe_interval of the batches (the probe batch counts towards
 plus the cold start's one (`probe_rounds`, `exploration_summary()`,
 the start-up log line `describe_exploration()`, and the metrics).
 
-Pricing between buckets (adaspec's extension, `interpolate_buckets`, default on; step_costs.py): a
-batch of B requests strictly between two calibrated request buckets is priced by interpolating their
-tables in B (no round is padded to its bucket, and a draft step's relative cost grows with B), and a
-batch whose priced table differs from the last re-score's (its request count changed) is re-scored at
-once rather than at the next interval, so k follows the batch as requests join and leave.
+Pricing between buckets (adaspec's extension, `interpolate_buckets`, default on; step_costs.py): a batch
+between two calibrated buckets is priced in between, and one whose request count changed is re-scored at once.
 
-The batch's own requests (adaspec's extension, `per_request`, default on; batch_acceptance.py): with
-plan(requests=...) and feedback by round id, the acceptance every rule below uses is the mean over the
-batch's requests of their own (shrunk towards the window's pooled rate; a request without drafts is priced
-at the pooled rate), and a batch whose requests changed is re-scored at once, as one whose count changed.
+The batch's own requests (adaspec's extension, `per_request`, default on; batch_acceptance.py): every rule
+below prices the batch by its own requests' acceptance, a batch whose requests changed is re-scored at once,
+and requests that join at k = 0 are probed while their acceptance could decide (step_explore.py).
 
 Closed batches (adaspec's extension, `closed_batch`, default off: step_policy.py; closed_step.py): when no request waits
 for a slot (`plan(closed=...)`: per request, its remaining tokens and its acceptance relative to the
@@ -62,20 +58,9 @@ longest KV length, R-F7) says no, the batch runs at k_max (full width) and the d
 says so; the controller's own k is kept for covered batches. A missing k = 0 cost only removes
 k = 0. `cost_ms` must be a pure function of (bcap, k): its values are cached per Bcap.
 
-Leaving k = 0 (adaspec's extension, `zero_confidence`, default 1): at k >= 1 every rule above is
-R-C2's. At k = 0 the window cannot refresh (only probes add a batch), so its evidence ages: the
-re-score scores every k >= 1 at the window's upper confidence bound (Wilson,
-`zero_confidence` standard errors) computed as if the window held 2^(-t / window_size) of its
-counts, t = batches since k = 0 took effect (a probe's batch: since it was observed; the half-life
-grows where speculation is dear, step_explore.py), and leaves k = 0 for the *cheapest* k >= 1 that
-beats plain by more than `switch_min_gain` there (`_leave_zero`); from that k on, R-C2's rules
-move it. (Leaving to the point-best k instead sent greedy B = 8 to k = 2, the most expensive
-look, in a quarter of its batches: 0.966x plain, BENCHMARKS.md.) A call that was close is
-revisited within a few batches, a clear loss only after the bound has widened for several
-windows, so exploration follows the margin. At B = 1 the window holds 20 drafts and one unlucky
-stretch parked the symmetric rule at k = 0 (issue 13's T = 0.8 cell: 52% of batches at k = 0
-where a fixed k = 1 paid 7%). `zero_confidence = 0` keeps the symmetric rule (k = 0 left only
-through probes).
+Leaving k = 0 (adaspec's extension, `zero_confidence`, default 1): at k >= 1 every rule above is R-C2's;
+at k = 0 the re-score scores every k >= 1 at the window's aged upper confidence bound and leaves for the
+cheapest k >= 1 that beats plain there by more than `switch_min_gain` (`_leave_zero`; step_explore.py says why).
 
 k = 0 is sticky by nature: a batch without drafts yields no acceptance feedback. With
 `probe_interval` > 0, after that many completed batches at k = 0 the controller plans one batch
@@ -261,7 +246,7 @@ class DraftStepController(StepExploration, StepScoring):
         if self.window.has_data:
             self._cold_probe = False  # measured: the periodic probes take over
         due = k == 0 and can_verify and (self._cold_probe or self.probe_interval and (
-            self.completed - self._zero_since >= self.probe_every(table) or self._newcomer_probe_due()))
+            self.completed - self._zero_since >= self.probe_every(table) or self._newcomer_probe_due(batch_size, table)))
         if due:
             self._cold_probe = False
             self._zero_since = self.completed

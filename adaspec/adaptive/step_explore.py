@@ -23,6 +23,28 @@ staggered stream, where requests join and leave every few seconds, the backoff w
 0.943-0.956x the fixed k = 1 against 0.976x without the backoff, BENCHMARKS.md stop 41). In a closed batch on which plain is right (chat at B = 4: 41 speculative rounds
 of 763, each 1.5x a plain round, cost ~2.4% of the run, bench/round_kinds.py, stop 40) the looks
 thin out geometrically instead of costing a fixed share of every run.
+
+Leaving k = 0 (adaspec's extension, `zero_confidence`, default 1): at k >= 1 every rule above is
+R-C2's. At k = 0 the window cannot refresh (only probes add a batch), so its evidence ages: the
+re-score scores every k >= 1 at the window's upper confidence bound (Wilson,
+`zero_confidence` standard errors) computed as if the window held 2^(-t / window_size) of its
+counts, t = batches since k = 0 took effect (a probe's batch: since it was observed; the half-life
+grows where speculation is dear, step_explore.py), and leaves k = 0 for the *cheapest* k >= 1 that
+beats plain by more than `switch_min_gain` there (`_leave_zero`); from that k on, R-C2's rules
+move it. (Leaving to the point-best k instead sent greedy B = 8 to k = 2, the most expensive
+look, in a quarter of its batches: 0.966x plain, BENCHMARKS.md.) A call that was close is
+revisited within a few batches, a clear loss only after the bound has widened for several
+windows, so exploration follows the margin. At B = 1 the window holds 20 drafts and one unlucky
+stretch parked the symmetric rule at k = 0 (issue 13's T = 0.8 cell: 52% of batches at k = 0
+where a fixed k = 1 paid 7%). `zero_confidence = 0` keeps the symmetric rule (k = 0 left only
+through probes).
+
+Requests that join at k = 0 (`policy.per_request`, batch_acceptance.py). At k = 0 the window does not move, and a
+request that joined is priced at the window's pooled rate until a probe drafts for it. While a request of the batch
+has fewer than SHRINK_DRAFTS drafts in the window and its acceptance could decide (some k >= 1 beats plain by
+more than switch_min_gain with it at its upper bound, the others at their estimates), a probe comes every
+update_interval batches, and the engine's probe drafts for the least-measured requests first (engine/control.py):
+on the staggered stream a code request that joined two chat requests was otherwise found ~140 batches later.
 """
 
 from __future__ import annotations
@@ -40,7 +62,10 @@ BACKOFF_Z = 2.0
 class StepExploration:
     """Exploration rates, the backoff and what the log and metrics say about them; needs the controller's
     `policy`, `probe_interval`, `window`, `k_histogram`, `probe_rounds`, `backoff`, `_looked`, `_batch`,
-    `_backoff_batch` and `throughput`."""
+    `_backoff_batch`, `_zero_since`, `completed` and `throughput`."""
+
+    _newcomer_key: object = None  # (requests, window version, table) of the last _could_decide
+    _newcomer_due = False
 
     def describe_exploration(self) -> str:
         share = f"<= {100.0 / self.probe_interval:.1f}% of batches" if self.probe_interval else "never"
@@ -103,10 +128,33 @@ class StepExploration:
             return []
         return [r for r in batch if self.window.drafts_of(r) < SHRINK_DRAFTS]
 
-    def _newcomer_probe_due(self) -> bool:
+    def _newcomer_probe_due(self, batch_size: int, table: dict[int, float]) -> bool:
         """At k = 0, a probe every update_interval batches while a request of the batch is unmeasured (the probe
-        drafts for it first: engine/control.py), so at most ~SHRINK_DRAFTS such probes per request that joins."""
-        return bool(self.unmeasured()) and self.completed - self._zero_since >= self.policy.update_interval
+        drafts for it first: engine/control.py), so at most ~SHRINK_DRAFTS such probes per request that joins;
+        and only while what is unknown could decide: some k >= 1 beats plain by more than switch_min_gain with
+        every unmeasured request at its upper bound (BACKOFF_Z standard errors of its shrunk counts) and the
+        others at their estimates. In a closed batch whose first measured requests make plain right, the probing
+        stops before every request is measured."""
+        if self.completed - self._zero_since < self.policy.update_interval or 0 not in table:
+            return False
+        key = (self._batch, self.window.version, id(table))  # the answer changes only with these (one per plan at k = 0)
+        if self._newcomer_key != key:
+            self._newcomer_key, self._newcomer_due = key, self._could_decide(batch_size, table)
+        return self._newcomer_due
+
+    def _could_decide(self, batch_size: int, table: dict[int, float]) -> bool:
+        unmeasured = self.unmeasured()
+        if not unmeasured:
+            return False
+        batch = self.window.batch
+        measured = [r for r in batch if r not in set(unmeasured)]
+        ceiling = sum(self.window.prefix_acceptance(BACKOFF_Z, batch=(r,)) for r in unmeasured)
+        if measured:
+            ceiling = ceiling + len(measured) * self.window.prefix_acceptance(batch=measured)
+        ceiling = ceiling / len(batch)
+        plain = self.throughput(batch_size, ceiling, 0, table)
+        return any(self.throughput(batch_size, ceiling, k, table) > plain * (1 + self.policy.switch_min_gain)
+                   for k in table if k > 0)
 
     def probe_every(self, table: dict[int, float]) -> int:
         """Batches at k = 0 between probes at this Bcap: probe_interval, scaled by `explore_scale`."""

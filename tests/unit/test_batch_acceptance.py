@@ -137,25 +137,33 @@ def test_feedback_reaches_the_window_with_the_requests_plan_was_given():
     assert off.window.batch is None
 
 
-def test_a_request_that_joins_at_k_zero_is_probed_until_it_has_its_own_estimate():
-    """At k = 0 the window does not move, so a request that joins would stay at the pooled rate until the next
-    periodic probe (every 30 batches here, k = 1 at 1.75x plain); instead a probe comes every update_interval
-    batches while a request has fewer than SHRINK_DRAFTS drafts, and the engine drafts for it first."""
-    dear = {0: 1.0, 1: 1.75}
-    ctrl = DraftStepController(1, StepPolicy(update_interval=5, zero_confidence=0.0, max_explore_backoff=1),
-                               lambda bcap, k: dear.get(k), lambda B: 2 if B <= 2 else None, probe_interval=10,
-                               cold_start="k_max")
+def join_at_k_zero(c_accepts: bool) -> tuple[list[int], DraftStepController]:
+    """a and b accept nothing, so plain is right (k = 1 at 1.15x plain); c joins at batch 40."""
+    ctrl = DraftStepController(1, StepPolicy(update_interval=5, zero_confidence=0.0), lambda bcap, k: {0: 1.0, 1: 1.15}.get(k),
+                               lambda B: 2 if B <= 2 else None, probe_interval=20, cold_start="k_max")
     ks = []
     for i in range(100):
         batch = ["a", "b"] if i < 40 else ["a", "c"]
         k = ctrl.plan(2, round_id=i, requests=batch)
         ks.append(k)
-        # the probe drafts for the request with the fewest drafts (engine/control.py); here: both, accepting none
-        ctrl.observe([k] * 2, [0] * 2, round_id=i)
-    probes = [i for i, k in enumerate(ks) if k and i >= 5]
-    assert probes[:1] == [35]  # a and b measured (5 drafts each at the start): the periodic interval
-    assert probes[1:5] == [40, 45, 50, 55]  # c joined at 40: a probe every 5 batches until it has 4 drafts
-    assert probes[5:] == [85]  # then the periodic interval again: 30 batches after the last probe
-    assert ctrl.window.drafts_of("c") == 5
+        ctrl.observe([k] * 2, [k if r == "c" and c_accepts else 0 for r in batch], round_id=i)
+    return ks, ctrl
+
+
+def test_a_request_that_joins_at_k_zero_is_probed_while_its_acceptance_could_decide():
+    """At k = 0 the window does not move, so a request that joins would stay at the pooled rate until the next
+    periodic probe (every 20 batches); instead a probe comes every update_interval batches while a request has
+    fewer than SHRINK_DRAFTS drafts and its upper bound (2 standard errors of its shrunk counts) could make
+    speculation pay, and the engine drafts for it first."""
+    ks, ctrl = join_at_k_zero(c_accepts=True)
+    assert ks[:5] == [1] * 5 and ks[5] == 0  # a and b measured: plain is right
+    # periodic at 25; c joined at 40: probes at 40 and 45, and with c's two accepted drafts the re-score at 50
+    # prices the batch at ((0 + 4 x 2/16) / (8 + 4) + (2 + 4 x 2/16) / (2 + 4)) / 2 = 0.229 per draft (pooled
+    # rate 2/16; a has 8 drafts, c 2): k = 1 pays 6.9% at 1.15x plain
+    assert [i for i, k in enumerate(ks) if k and i >= 5] == [25, 40, 45] + list(range(50, 100))
+    first = next(d for d in ctrl.decisions if d.reason == "switch" and d.k == 1)
+    assert first.completed == 50 and first.predicted[1] == pytest.approx(2 * (1 + (0.5 / 12 + 2.5 / 6) / 2) / 1.15)
     assert "fewer than 4 drafts measured" in ctrl.describe_exploration()
-    assert ctrl.unmeasured() == []
+    # c rejects its drafts too: after two, even its upper bound cannot make k = 1 pay, and the probing stops
+    ks, ctrl = join_at_k_zero(c_accepts=False)
+    assert [i for i, k in enumerate(ks) if k and i >= 5] == [25, 40, 45, 65, 85]  # then the periodic probes
