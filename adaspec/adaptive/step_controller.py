@@ -274,7 +274,7 @@ class DraftStepController(StepExploration, StepScoring):
             gain = (predicted[best] - current) / current
             switch = gain > self.policy.switch_min_gain
             if (not switch and self.policy.plain_floor and previous > 0 and 0 in predicted
-                    and predicted[0] > current):
+                    and predicted[0] > current and self._loses_even_optimistically(batch_size, previous, table)):
                 switch, floor = True, True  # speculating is predicted to lose: no hysteresis below plain
         else:  # the current k is no candidate here (k = 0 without a plain-decode cost)
             gain, switch = None, True

@@ -27,6 +27,10 @@ class StepPolicy:
     # at k >= 1, a re-score that predicts the current k to lose to plain (k = 0) switches to the best
     # candidate even inside switch_min_gain (adaspec's plain floor, issue 13); False = R-C2's rule
     plain_floor: bool = True
+    # the plain floor leaves a k >= 1 only when it loses to plain even this many standard errors above the window's
+    # estimate (Wilson bound; 0 = at the point estimate): leaving k = 0 needs the same optimism plus switch_min_gain,
+    # and a point-estimate floor left marginal k = 1 cells (a 0-4% gain) at plain for half their batches
+    floor_confidence: float = 1.0
     # at k = 0, exploration (probes, and the aging that lets k = 0 be left on optimism) runs at the base
     # rates while the cheapest k >= 1 costs at most this much more than plain (relative); dearer
     # speculation is explored proportionally less often, so exploration costs no more per batch
@@ -48,6 +52,8 @@ class StepPolicy:
     per_request: bool = True
 
     def __post_init__(self):
+        if not self.floor_confidence >= 0:
+            raise ValueError(f"policy.floor_confidence must be >= 0, got {self.floor_confidence}")
         if not self.zero_confidence >= 0:
             raise ValueError(f"policy.zero_confidence must be >= 0, got {self.zero_confidence}")
         if self.window_size < 1:
@@ -100,7 +106,7 @@ def _best_speculative(batch_size: int, prefix_acceptance, table: dict[int, float
 class StepScoring:
     """The draft step controller's score of a step count (a mixin of DraftStepController): R-C1's per-round
     throughput, or in a closed batch the throughput of its remaining work (closed_step.py); needs the
-    controller's `_closed`, `_kv_len`, `allow_zero`, `pad_requests`, `covers` and `costs`."""
+    controller's `_closed`, `_kv_len`, `allow_zero`, `pad_requests`, `covers`, `costs`, `policy` and `window`."""
 
     def throughput(self, batch_size: int, prefix_acceptance, k: int, table: dict[int, float]) -> float:
         """Predicted tokens per ms at k for the batch being planned: R-C1's per-round score, or, in a closed
@@ -116,6 +122,15 @@ class StepScoring:
         predicted = {k: self.throughput(batch_size, prefix_acceptance, k, table)
                      for k in sorted(table) if k > 0 or self.allow_zero}
         return max(predicted, key=lambda k: (predicted[k], -k)), predicted
+
+    def _loses_even_optimistically(self, batch_size: int, k: int, table: dict[int, float]) -> bool:
+        """The plain floor's test: k loses to plain even policy.floor_confidence standard errors above the window's
+        estimate (at 0: the point estimate, which the caller has already found below plain)."""
+        z = self.policy.floor_confidence
+        if z <= 0:
+            return True
+        upper = self.window.prefix_acceptance(z)
+        return self.throughput(batch_size, upper, k, table) < self.throughput(batch_size, upper, 0, table)
 
     def _table_at(self, b: int, table: dict[int, float]) -> dict[int, float]:
         """The table for b running requests (a closed batch's later phases), or `table` (the whole batch's,

@@ -157,6 +157,9 @@ class DraftStepPolicy(BaseModel):
     zero_confidence: float = Field(1.0, ge=0.0, le=10.0, allow_inf_nan=False)
     # adaspec's plain floor: a k >= 1 predicted slower than plain is left inside switch_min_gain too
     plain_floor: bool = True
+    # adaspec's extension: the plain floor leaves a k >= 1 only when it loses to plain even this many standard errors
+    # above the window's estimate; 0 = at the point estimate (adaptive/step_policy.py)
+    floor_confidence: float = Field(1.0, ge=0.0, le=10.0, allow_inf_nan=False)
     # adaspec's extension: at k = 0, speculation dearer than plain by more than this (relative) is
     # probed, and its evidence aged, proportionally less often (adaptive/step_controller.py)
     explore_overhead: float = Field(0.25, gt=0.0, allow_inf_nan=False)
