@@ -74,7 +74,6 @@ class AcceptanceWindow:
         self._batches: deque[tuple] = deque()
         self.requests = RequestCounts(max_steps)  # per-request sums over the window (batch_acceptance.py)
         self._anonymous = 0  # window batches observed without request ids
-        self.version = 0  # counts the batches that entered the window (a cache key of its estimates)
         self.batch: tuple[Hashable, ...] | None = None  # the batch being planned (None: pooled estimates)
         self._accepted = np.zeros(max_steps, dtype=np.int64)  # n_i summed over the window
         self._reached = np.zeros(max_steps, dtype=np.int64)  # r_i
@@ -115,7 +114,6 @@ class AcceptanceWindow:
         if drafts == 0:
             return
         self._batches.append((acc, reach, ver, drafts, self.completed, per_draft))
-        self.version += 1
         self._count(acc, reach, ver, drafts, per_draft, 1)
         if len(self._batches) > self.window_size:
             old = self._batches.popleft()
@@ -153,12 +151,11 @@ class AcceptanceWindow:
             return np.full(self.max_steps, self.prior_rate)
         return self._rates(self._accepted * float(weight), self._reached * float(weight), z)
 
-    def prefix_acceptance(self, z: float = 0.0, weight: float = 1.0, batch: Sequence[Hashable] | None = None) -> np.ndarray:
+    def prefix_acceptance(self, z: float = 0.0, weight: float = 1.0) -> np.ndarray:
         """a_i = P(first i drafts all accepted), i = 1..max_steps ([max_steps] float64, non-increasing);
-        `z` > 0: the optimistic product of `conditional_rates(z, weight)`. With `batch` (default: the attribute)
-        set, and every window batch observed with request ids: the mean over the batch's requests
-        (batch_acceptance.py)."""
-        batch = self.batch if batch is None else tuple(batch)
+        `z` > 0: the optimistic product of `conditional_rates(z, weight)`. With `batch` set, and every window
+        batch observed with request ids: the mean over the batch's requests (batch_acceptance.py)."""
+        batch = self.batch
         if not self._composed(batch):
             return np.cumprod(self.conditional_rates(z, weight))
         w = float(weight)

@@ -44,8 +44,7 @@ Pricing between buckets (adaspec's extension, `interpolate_buckets`, default on;
 between two calibrated buckets is priced in between, and one whose request count changed is re-scored at once.
 
 The batch's own requests (adaspec's extension, `per_request`, default on; batch_acceptance.py): every rule
-below prices the batch by its own requests' acceptance, a batch whose requests changed is re-scored at once,
-and requests that join at k = 0 are probed while their acceptance could decide (step_explore.py).
+below prices the batch by its own requests' acceptance, and a batch whose requests changed is re-scored at once.
 
 Closed batches (adaspec's extension, `closed_batch`, default off: step_policy.py; closed_step.py): when no request waits
 for a slot (`plan(closed=...)`: per request, its remaining tokens and its acceptance relative to the
@@ -245,8 +244,8 @@ class DraftStepController(StepExploration, StepScoring):
         k = self.k
         if self.window.has_data:
             self._cold_probe = False  # measured: the periodic probes take over
-        due = k == 0 and can_verify and (self._cold_probe or self.probe_interval and (
-            self.completed - self._zero_since >= self.probe_every(table) or self._newcomer_probe_due(batch_size, table)))
+        due = k == 0 and can_verify and (
+            self._cold_probe or self.probe_interval and self.completed - self._zero_since >= self.probe_every(table))
         if due:
             self._cold_probe = False
             self._zero_since = self.completed

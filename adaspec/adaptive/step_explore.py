@@ -38,20 +38,11 @@ windows, so exploration follows the margin. At B = 1 the window holds 20 drafts 
 stretch parked the symmetric rule at k = 0 (issue 13's T = 0.8 cell: 52% of batches at k = 0
 where a fixed k = 1 paid 7%). `zero_confidence = 0` keeps the symmetric rule (k = 0 left only
 through probes).
-
-Requests that join at k = 0 (`policy.per_request`, batch_acceptance.py). At k = 0 the window does not move, and a
-request that joined is priced at the window's pooled rate until a probe drafts for it. While a request of the batch
-has fewer than SHRINK_DRAFTS drafts in the window and its acceptance could decide (some k >= 1 beats plain by
-more than switch_min_gain with it at its upper bound, the others at their estimates), a probe comes every
-update_interval batches, and the engine's probe drafts for the least-measured requests first (engine/control.py):
-on the staggered stream a code request that joined two chat requests was otherwise found ~140 batches later.
 """
 
 from __future__ import annotations
 
 import math
-
-from .batch_acceptance import SHRINK_DRAFTS
 
 # a look that ended at k = 0 backs exploration off only if every k >= 1 loses to plain even this many standard
 # errors above the window's estimate (Wilson bound): at one, a batch of two requests whose k = 1 paid 3-6% backed
@@ -62,28 +53,20 @@ BACKOFF_Z = 2.0
 class StepExploration:
     """Exploration rates, the backoff and what the log and metrics say about them; needs the controller's
     `policy`, `probe_interval`, `window`, `k_histogram`, `probe_rounds`, `backoff`, `_looked`, `_batch`,
-    `_backoff_batch`, `_zero_since`, `completed` and `throughput`."""
+    `_backoff_batch` and `throughput`."""
 
-    _newcomer_key: object = None  # (requests, window version, table) of the last _could_decide
-    _newcomer_due = False
 
     def describe_exploration(self) -> str:
         share = f"<= {100.0 / self.probe_interval:.1f}% of batches" if self.probe_interval else "never"
         return (f"[adaspec] exploration: the first batch chooses k from the cost table under a prior acceptance "
                 f"of {self.window.prior_rate:g} per position (not k_max); at k = 0 one probe batch runs the best "
                 f"k >= 1 after every {self.probe_interval} batches (probe rate {share}; and the first batch, when the "
-                f"prior alone chose k = 0{self._newcomer_text()}); k = 0 is left when speculation "
+                f"prior alone chose k = 0); k = 0 is left when speculation "
                 f"{self.policy.zero_confidence:g} standard errors above the measured acceptance, whose weight halves "
                 f"every {self.policy.window_size} batches at k = 0, beats plain by > {self.policy.switch_min_gain:g}; where "
                 f"the cheapest k >= 1 costs more than {1 + self.policy.explore_overhead:g}x plain, probes and aging slow "
                 f"down in proportion (policy.explore_overhead), and they back off x2 per look that ends at k = 0, up "
                 f"to x{self.policy.max_explore_backoff}, until the batch's requests change (policy.max_explore_backoff)")
-
-    def _newcomer_text(self) -> str:
-        if not self.policy.per_request or not self.probe_interval:
-            return ""
-        return (f"; and one every {self.policy.update_interval} batches while a request of the batch has fewer than "
-                f"{SHRINK_DRAFTS:g} drafts measured, drafting for it first: at most ~{SHRINK_DRAFTS:g} per request")
 
     def exploration_summary(self) -> dict:
         rounds = sum(self.k_histogram.values())  # every batch planned, fallbacks included (as /metrics)
@@ -119,42 +102,6 @@ class StepExploration:
         overhead = (min(c for k, c in table.items() if k > 0) - table[0]) / table[0]
         scale = overhead / self.policy.explore_overhead
         return scale * self.backoff if scale > 1 else 1.0
-
-    def unmeasured(self) -> list:
-        """The batch's requests (policy.per_request) whose acceptance is still mostly the prior: fewer than
-        SHRINK_DRAFTS drafts in the window."""
-        batch = self.window.batch
-        if not batch or not self.window.has_data:
-            return []
-        return [r for r in batch if self.window.drafts_of(r) < SHRINK_DRAFTS]
-
-    def _newcomer_probe_due(self, batch_size: int, table: dict[int, float]) -> bool:
-        """At k = 0, a probe every update_interval batches while a request of the batch is unmeasured (the probe
-        drafts for it first: engine/control.py), so at most ~SHRINK_DRAFTS such probes per request that joins;
-        and only while what is unknown could decide: some k >= 1 beats plain by more than switch_min_gain with
-        every unmeasured request at its upper bound (BACKOFF_Z standard errors of its shrunk counts) and the
-        others at their estimates. In a closed batch whose first measured requests make plain right, the probing
-        stops before every request is measured."""
-        if self.completed - self._zero_since < self.policy.update_interval or 0 not in table:
-            return False
-        key = (self._batch, self.window.version, id(table))  # the answer changes only with these (one per plan at k = 0)
-        if self._newcomer_key != key:
-            self._newcomer_key, self._newcomer_due = key, self._could_decide(batch_size, table)
-        return self._newcomer_due
-
-    def _could_decide(self, batch_size: int, table: dict[int, float]) -> bool:
-        unmeasured = self.unmeasured()
-        if not unmeasured:
-            return False
-        batch = self.window.batch
-        measured = [r for r in batch if r not in set(unmeasured)]
-        ceiling = sum(self.window.prefix_acceptance(BACKOFF_Z, batch=(r,)) for r in unmeasured)
-        if measured:
-            ceiling = ceiling + len(measured) * self.window.prefix_acceptance(batch=measured)
-        ceiling = ceiling / len(batch)
-        plain = self.throughput(batch_size, ceiling, 0, table)
-        return any(self.throughput(batch_size, ceiling, k, table) > plain * (1 + self.policy.switch_min_gain)
-                   for k in table if k > 0)
 
     def probe_every(self, table: dict[int, float]) -> int:
         """Batches at k = 0 between probes at this Bcap: probe_interval, scaled by `explore_scale`."""

@@ -137,33 +137,26 @@ def test_feedback_reaches_the_window_with_the_requests_plan_was_given():
     assert off.window.batch is None
 
 
-def join_at_k_zero(c_accepts: bool) -> tuple[list[int], DraftStepController]:
-    """a and b accept nothing, so plain is right (k = 1 at 1.15x plain); c joins at batch 40."""
-    ctrl = DraftStepController(1, StepPolicy(update_interval=5, zero_confidence=0.0), lambda bcap, k: {0: 1.0, 1: 1.15}.get(k),
-                               lambda B: 2 if B <= 2 else None, probe_interval=20, cold_start="k_max")
-    ks = []
-    for i in range(100):
-        batch = ["a", "b"] if i < 40 else ["a", "c"]
-        k = ctrl.plan(2, round_id=i, requests=batch)
-        ks.append(k)
-        ctrl.observe([k] * 2, [k if r == "c" and c_accepts else 0 for r in batch], round_id=i)
-    return ks, ctrl
+def test_a_draft_step_probe_drafts_for_the_least_measured_requests_first():
+    """engine/control.py: a probe drafts for a quarter of the batch; with the draft step's per-request window, the
+    requests with the fewest drafts in it come first (then the fewest pending refresh entries, then batch order),
+    so a probe measures what the window knows least about; a request that may not verify comes last."""
+    from types import SimpleNamespace
 
+    from adaspec.engine.control import AdaptiveControl
 
-def test_a_request_that_joins_at_k_zero_is_probed_while_its_acceptance_could_decide():
-    """At k = 0 the window does not move, so a request that joins would stay at the pooled rate until the next
-    periodic probe (every 20 batches); instead a probe comes every update_interval batches while a request has
-    fewer than SHRINK_DRAFTS drafts and its upper bound (2 standard errors of its shrunk counts) could make
-    speculation pay, and the engine drafts for it first."""
-    ks, ctrl = join_at_k_zero(c_accepts=True)
-    assert ks[:5] == [1] * 5 and ks[5] == 0  # a and b measured: plain is right
-    # periodic at 25; c joined at 40: probes at 40 and 45, and with c's two accepted drafts the re-score at 50
-    # prices the batch at ((0 + 4 x 2/16) / (8 + 4) + (2 + 4 x 2/16) / (2 + 4)) / 2 = 0.229 per draft (pooled
-    # rate 2/16; a has 8 drafts, c 2): k = 1 pays 6.9% at 1.15x plain
-    assert [i for i, k in enumerate(ks) if k and i >= 5] == [25, 40, 45] + list(range(50, 100))
-    first = next(d for d in ctrl.decisions if d.reason == "switch" and d.k == 1)
-    assert first.completed == 50 and first.predicted[1] == pytest.approx(2 * (1 + (0.5 / 12 + 2.5 / 6) / 2) / 1.15)
-    assert "fewer than 4 drafts measured" in ctrl.describe_exploration()
-    # c rejects its drafts too: after two, even its upper bound cannot make k = 1 pay, and the probing stops
-    ks, ctrl = join_at_k_zero(c_accepts=False)
-    assert [i for i, k in enumerate(ks) if k and i >= 5] == [25, 40, 45, 65, 85]  # then the periodic probes
+    window = AcceptanceWindow(1, 20)
+    for _ in range(3):
+        window.observe([1, 1, 1, 1, 1], [1, 0, 1, 0, 1], ["r0", "r1", "r2", "r3", "r4"])
+    window.observe([1, 1], [0, 0], ["r0", "r6"])
+    window.batch = ("r0", "r1", "r2", "r3", "r4", "r5", "r6", "r7")
+    pending = {"r0": 0, "r1": 1, "r2": 2, "r3": 3, "r4": 4, "r5": 9, "r6": 0, "r7": 1}
+    fake = SimpleNamespace(step=SimpleNamespace(window=window),
+                           engine=SimpleNamespace(rounds=SimpleNamespace(pending_entries=pending.get)))
+    decoding = [SimpleNamespace(request_id=r) for r in window.batch]
+    caps = (1, 1, 1, 1, 1, 1, 1, 0)  # r7 (no draft, fewest pending) may not verify
+    subset, new_caps = AdaptiveControl._probe_subset(fake, decoding, caps)
+    assert subset == (5, 6)  # r5: no draft; r6: one; then r0-r4 (3-4 drafts); r7 last (cap 0)
+    assert new_caps == (0, 0, 0, 0, 0, 1, 1, 0)
+    window.batch = None  # pooled (policy.per_request off): the fewest pending entries first, as adaptive verify
+    assert AdaptiveControl._probe_subset(fake, decoding, caps)[0] == (0, 6)
