@@ -18,7 +18,8 @@ Rules (`StepPolicy`, defaults from R-C2/R-C5):
   the candidates are re-scored once);
 - the step count changes only if (best - current) / current > switch_min_gain, strictly; except
   (adaspec's plain floor, `plain_floor`, default on) that a k >= 1 predicted to be slower than plain
-  (k = 0) is left for the best candidate at once: the hysteresis that keeps a k within 5% of the
+  (k = 0), even `floor_confidence` standard errors above the estimate (default 1; step_policy.py says
+  why), is left for the best candidate at once: the hysteresis that keeps a k within 5% of the
   best would otherwise let a speculating batch run up to 5% below plain for as long as the estimate
   holds (issue 13: at B = 16 the bundled draft's k = 1 sits a few percent under plain, where the
   table's error decides the sign);
@@ -57,8 +58,7 @@ longest KV length, R-F7) says no, the batch runs at k_max (full width) and the d
 says so; the controller's own k is kept for covered batches. A missing k = 0 cost only removes
 k = 0. `cost_ms` must be a pure function of (bcap, k): its values are cached per Bcap.
 
-Leaving k = 0 (adaspec's extension, `zero_confidence`, default 1): at k >= 1 every rule above is R-C2's;
-at k = 0 the re-score scores every k >= 1 at the window's aged upper confidence bound and leaves for the
+Leaving k = 0 (adaspec's extension, `zero_confidence`, default 1): at k = 0 the re-score scores every k >= 1 at the window's aged upper confidence bound and leaves for the
 cheapest k >= 1 that beats plain there by more than `switch_min_gain` (`_leave_zero`; step_explore.py says why).
 
 k = 0 is sticky by nature: a batch without drafts yields no acceptance feedback. With

@@ -24,12 +24,12 @@ staggered stream, where requests join and leave every few seconds, the backoff w
 of 763, each 1.5x a plain round, cost ~2.4% of the run, bench/round_kinds.py, stop 40) the looks
 thin out geometrically instead of costing a fixed share of every run.
 
-Leaving k = 0 (adaspec's extension, `zero_confidence`, default 1): at k >= 1 every rule above is
-R-C2's. At k = 0 the window cannot refresh (only probes add a batch), so its evidence ages: the
+Leaving k = 0 (adaspec's extension, `zero_confidence`, default 1; the controller's `_leave_zero`). At k = 0
+the window cannot refresh (only probes add a batch), so its evidence ages: the
 re-score scores every k >= 1 at the window's upper confidence bound (Wilson,
 `zero_confidence` standard errors) computed as if the window held 2^(-t / window_size) of its
 counts, t = batches since k = 0 took effect (a probe's batch: since it was observed; the half-life
-grows where speculation is dear, step_explore.py), and leaves k = 0 for the *cheapest* k >= 1 that
+grows where speculation is dear, above), and leaves k = 0 for the *cheapest* k >= 1 that
 beats plain by more than `switch_min_gain` there (`_leave_zero`); from that k on, R-C2's rules
 move it. (Leaving to the point-best k instead sent greedy B = 8 to k = 2, the most expensive
 look, in a quarter of its batches: 0.966x plain, BENCHMARKS.md.) A call that was close is
@@ -54,7 +54,6 @@ class StepExploration:
     """Exploration rates, the backoff and what the log and metrics say about them; needs the controller's
     `policy`, `probe_interval`, `window`, `k_histogram`, `probe_rounds`, `backoff`, `_looked`, `_batch`,
     `_backoff_batch` and `throughput`."""
-
 
     def describe_exploration(self) -> str:
         share = f"<= {100.0 / self.probe_interval:.1f}% of batches" if self.probe_interval else "never"
