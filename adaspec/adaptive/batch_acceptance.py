@@ -90,7 +90,8 @@ def batch_prefix_acceptance(batch: Sequence[Hashable], counts: Callable[[Hashabl
 
 
 def wilson_upper_array(successes: np.ndarray, trials: np.ndarray, z: float) -> np.ndarray:
-    """feedback.wilson_upper, elementwise (trials > 0)."""
+    """Upper ends of the Wilson score intervals of binomial rates, elementwise (trials > 0; `z` = 0: the plain
+    ratios; counts may be fractional); feedback.wilson_upper is its scalar form."""
     p = successes / trials
     if z <= 0.0:
         return p

@@ -50,7 +50,7 @@ from typing import Any, Generic, Hashable, Sequence, TypeVar
 
 import numpy as np
 
-from .batch_acceptance import RequestCounts, aged_counts, batch_prefix_acceptance
+from .batch_acceptance import RequestCounts, aged_counts, batch_prefix_acceptance, wilson_upper_array
 
 T = TypeVar("T")
 
@@ -155,8 +155,7 @@ class AcceptanceWindow:
         """a_i = P(first i drafts all accepted), i = 1..max_steps ([max_steps] float64, non-increasing);
         `z` > 0: the optimistic product of `conditional_rates(z, weight)`. With `batch` set, and every window
         batch observed with request ids: the mean over the batch's requests (batch_acceptance.py)."""
-        batch = self.batch
-        if not self._composed(batch):
+        if not self._composed():
             return np.cumprod(self.conditional_rates(z, weight))
         w = float(weight)
         pooled = self._rates(self._accepted * w, self._reached * w, 0.0)
@@ -164,16 +163,16 @@ class AcceptanceWindow:
         def counts(rid):
             c = self.requests.sums.get(rid)
             return None if c is None else [c[0] * w, c[1] * w]
-        return batch_prefix_acceptance(batch, counts, pooled, z)
+        return batch_prefix_acceptance(self.batch, counts, pooled, z)
 
     def drafts_of(self, request: Hashable) -> int:
         """Drafts of `request` in the window (0: none, or the window has no request ids)."""
         c = self.requests.sums.get(request)
         return 0 if c is None else int(round(c[1][0]))
 
-    def _composed(self, batch) -> bool:
-        """Whether estimates are per request of `batch`: one is given, and the window has drafts, all with ids."""
-        return bool(batch) and self.has_data and self._anonymous == 0
+    def _composed(self) -> bool:
+        """Whether estimates are per request of `batch`: one is set, and the window has drafts, all with ids."""
+        return bool(self.batch) and self.has_data and self._anonymous == 0
 
     def aged_prefix_acceptance(self, z: float, now: int, since: int, half_life: float) -> np.ndarray:
         """`prefix_acceptance(z)` with each batch's counts weighted 2^(-age / half_life), where a batch's
@@ -192,7 +191,7 @@ class AcceptanceWindow:
             weights.append(w)
             accepted += w * acc
             reached += w * reach
-        if not self._composed(self.batch):
+        if not self._composed():
             return np.cumprod(self._rates(accepted, reached, z))
         per = aged_counts(((w, b[5]) for w, b in zip(weights, self._batches)), set(self.batch), self.max_steps)
         return batch_prefix_acceptance(self.batch, per.get, self._rates(accepted, reached, 0.0), z)
@@ -216,13 +215,7 @@ def wilson_upper(successes: float, trials: float, z: float) -> float:
     Counts may be fractional (down-weighted evidence)."""
     if not trials > 0:
         raise ValueError(f"trials must be > 0, got {trials}")
-    p = successes / trials
-    if z <= 0.0:
-        return p
-    z2n = z * z / trials
-    centre = p + z2n / 2.0
-    half = z * np.sqrt(p * (1.0 - p) / trials + z2n / (4.0 * trials))
-    return float(min(1.0, (centre + half) / (1.0 + z2n)))
+    return float(wilson_upper_array(np.array([successes], dtype=np.float64), np.array([trials], dtype=np.float64), z)[0])
 
 
 class LaggedFeedback(Generic[T]):
