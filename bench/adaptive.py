@@ -13,7 +13,7 @@ CPU time after the start, so requests join and leave a batch of changing size), 
 
 Configuration names (--configs): `plain`, `mtp_k1`..`mtp_kK` (fixed k; `mtp_kK` with K = w = 5 is
 also MTP w=5 full width), `mtp_step` (adaptive draft step; `mtp_step_sym` the same with the symmetric k = 0 rule of
-R-C2, policy `zero_confidence` 0, for A/B), and per verify family F in
+R-C2, policy `zero_confidence` 0, for A/B; `mtp_step_alt` with the policy fields of --alt_step_policy), and per verify family F in
 {`dspark7`, `mtp5`}: `F_full`, `F_L1`..`F_L{w-1}`, `F_sync`, `F_async`, `F_oracle`
 (`mtp5_full` is the `mtp_k5` engine, measured once).
 
@@ -58,6 +58,7 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from adaspec.calibration.schema import DraftStepPolicy  # noqa: E402
 from bench import common  # noqa: E402
 from bench.adaptive_calibration import calibration_fields, write_calibration_files  # noqa: E402
 from bench.adaptive_configs import VERIFY_FAMILIES, all_configs, config_kind  # noqa: E402
@@ -123,6 +124,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="with --isolate: each child builds plain and one other configuration (build order "
                         "alternating), serves them A B B A, and the tables add the median over children of each "
                         "child's ratio to its own plain runs (--repeats children per configuration and cell)")
+    p.add_argument("--alt_step_policy", default="{}",
+                   help="JSON object of draft-step policy fields (--adaptive_draft_step_config's \"policy\") for the "
+                        "`mtp_step_alt` configuration, e.g. '{\"closed_batch\": true}': a policy change against the default "
+                        "`mtp_step` in one run")
     p.add_argument("--child_spec", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.paired and not args.isolate:
@@ -154,6 +159,13 @@ def parse_args(argv=None) -> argparse.Namespace:
         if getattr(args, name) < 1:
             p.error(f"--{name} must be >= 1")
     args.reset_controllers = args.reset_controllers == "true"
+    try:
+        alt = json.loads(args.alt_step_policy)
+        if not isinstance(alt, dict):
+            raise ValueError("not a JSON object of policy fields")
+        DraftStepPolicy.model_validate(alt)  # the config file's schema: a wrong field is named here, before any engine
+    except ValueError as e:  # pydantic's ValidationError is a ValueError
+        p.error(f"--alt_step_policy: {e}")
     return args
 
 
@@ -196,7 +208,7 @@ def build_engines(args, dtype: str, files: dict, table_dir: Path, first: str | N
     for k in range(1, args.k_max + 1):
         if f"mtp_k{k}" in need:
             add(f"mtp_k{k}", "MTP", k)
-    for name, cfg in (("mtp_step", "step"), ("mtp_step_sym", "step_sym")):
+    for name, cfg in (("mtp_step", "step"), ("mtp_step_sym", "step_sym"), ("mtp_step_alt", "step_alt")):
         if name in need:
             add(name, "MTP", args.k_max, enable_adaptive_draft_step=True,
                 adaptive_draft_step_config=str(files[cfg]), **adaptive_geometry)

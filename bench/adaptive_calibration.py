@@ -66,4 +66,7 @@ def write_calibration_files(args, workdir: Path) -> dict:
     files["step_sym"] = workdir / "draft_step_config_sym.json"  # the symmetric k = 0 rule (zero_confidence 0)
     files["step_sym"].write_text(json.dumps({"version": 1, "policy": {"zero_confidence": 0.0},
                                              "calibration": step_fields}, indent=1))
+    files["step_alt"] = workdir / "draft_step_config_alt.json"  # --alt_step_policy's fields (an A/B of a policy)
+    files["step_alt"].write_text(json.dumps({"version": 1, "policy": json.loads(args.alt_step_policy),
+                                             "calibration": step_fields}, indent=1))
     return files

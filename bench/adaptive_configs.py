@@ -6,7 +6,7 @@ VERIFY_FAMILIES = {"dspark7": ("DSpark", 7), "mtp5": ("MTP", 5)}
 
 
 def all_configs(k_max: int) -> list[str]:
-    names = ["plain"] + [f"mtp_k{k}" for k in range(1, k_max + 1)] + ["mtp_step", "mtp_step_sym"]
+    names = ["plain"] + [f"mtp_k{k}" for k in range(1, k_max + 1)] + ["mtp_step", "mtp_step_sym", "mtp_step_alt"]
     for fam, (_, w) in VERIFY_FAMILIES.items():
         names += [f"{fam}_full"] + [f"{fam}_L{L}" for L in range(1, w)] + [f"{fam}_sync", f"{fam}_async", f"{fam}_oracle"]
     return names
@@ -18,7 +18,7 @@ def config_kind(name: str) -> dict:
         return {"engine": "plain", "hook": None, "family": None}
     if name.startswith("mtp_k"):
         return {"engine": name, "hook": None, "family": "mtp_step"}
-    if name in ("mtp_step", "mtp_step_sym"):
+    if name in ("mtp_step", "mtp_step_sym", "mtp_step_alt"):
         return {"engine": name, "hook": None, "family": "mtp_step"}
     fam, _, rest = name.partition("_")
     if fam not in VERIFY_FAMILIES:

@@ -60,7 +60,7 @@ def family_members(fam: str, names, k_max: int) -> dict:
     if fam == "mtp_step":
         fixed = ["plain"] + [f"mtp_k{k}" for k in range(1, k_max + 1)]
         return {"fixed": [n for n in fixed if n in names], "full": f"mtp_k{k_max}", "oracle": "mtp5_oracle",
-                "adaptive": [n for n in ("mtp_step", "mtp_step_sym") if n in names]}
+                "adaptive": [n for n in ("mtp_step", "mtp_step_sym", "mtp_step_alt") if n in names]}
     w = VERIFY_FAMILIES[fam][1]
     full = f"mtp_k{w}" if fam == "mtp5" else f"{fam}_full"
     fixed = ["plain", full] + [f"{fam}_L{L}" for L in range(1, w)]  # plain included (issue 13: the floor)
