@@ -76,17 +76,24 @@ def batch_prefix_acceptance(batch: Sequence[Hashable], counts: Callable[[Hashabl
     """Mean over `batch` of each request's prefix acceptance (module docstring); `counts(rid)`: its
     [accepted, reached] arrays in the window (None: no draft), `pooled_rates`: the window's conditional rates
     (positions never reached already carried forward)."""
+    return request_prefix_acceptance(batch, counts, pooled_rates, z, shrink).mean(axis=0)
+
+
+def request_prefix_acceptance(batch: Sequence[Hashable], counts: Callable[[Hashable], "list[np.ndarray] | None"],
+                              pooled_rates: np.ndarray, z: float = 0.0, shrink: float = SHRINK_DRAFTS) -> np.ndarray:
+    """Each request's shrunk prefix acceptance ([len(batch), positions], batch order; arguments as
+    batch_prefix_acceptance's, whose mean over the rows it is)."""
     if not batch:
         raise ValueError("batch_prefix_acceptance needs at least one request")
     zb = z / math.sqrt(len(batch)) if z > 0 else 0.0
-    total = np.zeros(len(pooled_rates))
-    for rid in batch:
+    out = np.empty((len(batch), len(pooled_rates)))
+    for j, rid in enumerate(batch):
         c = counts(rid)
         succ, trials = shrink * pooled_rates, np.full(len(pooled_rates), shrink)
         if c is not None:
             succ, trials = succ + c[0], trials + c[1]
-        total += np.cumprod(wilson_upper_array(succ, trials, zb))
-    return total / len(batch)
+        out[j] = np.cumprod(wilson_upper_array(succ, trials, zb))
+    return out
 
 
 def wilson_upper_array(successes: np.ndarray, trials: np.ndarray, z: float) -> np.ndarray:

@@ -21,7 +21,11 @@ at the table's cost for that many requests, so
 
 and the score is sum(n_i) / T(k), tokens per ms as R-C1's (the same argmax when every rho_i = 1 and
 every n_i is equal: then all finish together). rho_i comes from the request's own verified draft tokens,
-shrunk towards 1 (engine/control.py); n_i is max_tokens minus what it has generated, an upper bound
+shrunk towards 1 (engine/control.py), or, with the controller's per-request window (policy.per_request), it
+depends on k: rho_i(k) = sum(a_i[:k]) / mean_j sum(a_j[:k]), a_i request i's own shrunk prefix acceptance
+(batch_acceptance.py), so that a request that rarely survives one position is not priced as surviving two at
+the batch's depth profile (with the engine's single rho, the mixed cell at B = 4 chose k = 2 in 12% of its
+rounds and ran 0.957x plain: BENCHMARKS.md stop 43); n_i is max_tokens minus what it has generated, an upper bound
 when an end-of-sequence token stops it earlier. The model keeps k fixed for the rest of the batch: it
 prices what k does to the batch's end, not the later choices a smaller batch will make.
 """
@@ -43,7 +47,8 @@ def closed_throughput(prefix_acceptance: Sequence[float], k: int, closed: Sequen
         raise ValueError("closed needs at least one request")
     spec = float(np.sum(np.asarray(prefix_acceptance, dtype=np.float64)[:k]))
     n = np.array([max(0, int(r)) for r, _ in closed], dtype=np.float64)
-    gain = np.minimum(float(k), np.array([max(0.0, float(rho)) for _, rho in closed]) * spec)
+    rho = [rho if np.isscalar(rho) else (rho[k - 1] if k else 1.0) for _, rho in closed]
+    gain = np.minimum(float(k), np.array([max(0.0, float(x)) for x in rho]) * spec)
     finish = np.sort(n / (1.0 + gain))
     total_ms, before = 0.0, 0.0
     for j, f in enumerate(finish):

@@ -50,7 +50,8 @@ from typing import Any, Generic, Hashable, Sequence, TypeVar
 
 import numpy as np
 
-from .batch_acceptance import RequestCounts, aged_counts, batch_prefix_acceptance, wilson_upper_array
+from .batch_acceptance import (RequestCounts, aged_counts, batch_prefix_acceptance, request_prefix_acceptance,
+                               wilson_upper_array)
 
 T = TypeVar("T")
 
@@ -164,6 +165,14 @@ class AcceptanceWindow:
             c = self.requests.sums.get(rid)
             return None if c is None else [c[0] * w, c[1] * w]
         return batch_prefix_acceptance(self.batch, counts, pooled, z)
+
+    def request_prefix_acceptance(self) -> np.ndarray | None:
+        """Each of `batch`'s requests' own (shrunk) prefix acceptance at the point estimate ([len(batch), max_steps],
+        batch order; batch_acceptance.py), or None when estimates are not per request."""
+        if not self._composed():
+            return None
+        pooled = self._rates(self._accepted.astype(np.float64), self._reached.astype(np.float64), 0.0)
+        return request_prefix_acceptance(self.batch, self.requests.sums.get, pooled)
 
     def drafts_of(self, request: Hashable) -> int:
         """Drafts of `request` in the window (0: none, or the window has no request ids)."""

@@ -200,6 +200,8 @@ class DraftStepController(StepExploration, StepScoring):
                 if len(self._round_requests) > 64:  # a round that never reported (it failed)
                     del self._round_requests[min(self._round_requests)]
             self.window.batch = ids if self.policy.per_request else None
+        if self._closed is not None:
+            self._closed = self._closed_by_depth(self._closed)
         bcap = self.pad_requests(batch_size)
         table, missing = self.costs.bucket(bcap)
         episode = (bcap, "cost")

@@ -123,6 +123,18 @@ class StepScoring:
                      for k in sorted(table) if k > 0 or self.allow_zero}
         return max(predicted, key=lambda k: (predicted[k], -k)), predicted
 
+    def _closed_by_depth(self, closed):
+        """The closed view with each request's relative acceptance per depth k from the window's own per-request
+        estimate (closed_step.py), rho_i(k) = sum(a_i[:k]) / mean_j sum(a_j[:k]); `closed` unchanged when the
+        window does not price this batch per request."""
+        per = self.window.request_prefix_acceptance()
+        if per is None or len(per) != len(closed):
+            return closed
+        depth = np.cumsum(per, axis=1)
+        mean = depth.mean(axis=0)
+        rho = np.divide(depth, mean, out=np.ones_like(depth), where=mean > 0)
+        return [(n, tuple(float(x) for x in r)) for (n, _), r in zip(closed, rho)]
+
     def _loses_even_optimistically(self, batch_size: int, k: int, table: dict[int, float]) -> bool:
         """The plain floor's test: k loses to plain even policy.floor_confidence standard errors above the window's
         estimate (at 0: the point estimate, which the caller has already found below plain)."""

@@ -160,3 +160,16 @@ def test_a_draft_step_probe_drafts_for_the_least_measured_requests_first():
     assert new_caps == (0, 0, 0, 0, 0, 1, 1, 0)
     window.batch = None  # pooled (policy.per_request off): the fewest pending entries first, as adaptive verify
     assert AdaptiveControl._probe_subset(fake, decoding, caps)[0] == (0, 6)
+
+
+def test_each_requests_own_prefix_acceptance_rows_average_to_the_batchs():
+    """window.request_prefix_acceptance (the closed-batch score's per-request depth profile, stop 43): one row per
+    request of `batch`, in its order, each the estimate the batch's mean is made of; None while pooled."""
+    w = window(AB)
+    assert w.request_prefix_acceptance() is None  # no batch set: pooled estimates
+    w.batch = ("b", "a")
+    a1, a2 = (4 + S * 0.5) / (4 + S), (4 + S * 1.0) / (4 + S)
+    b1, b2 = (0 + S * 0.5) / (4 + S), 1.0
+    rows = w.request_prefix_acceptance()
+    np.testing.assert_allclose(rows, [[b1, b1 * b2], [a1, a1 * a2]])
+    np.testing.assert_allclose(rows.mean(axis=0), w.prefix_acceptance())

@@ -90,3 +90,38 @@ def test_the_engine_gives_each_request_its_remaining_tokens_and_relative_accepta
     assert [n for n, _ in got] == [90, 80, 100]
     assert [rho for _, rho in got] == pytest.approx([(30 + s * mean) / (40 + s) / mean,
                                                      (10 + s * mean) / (40 + s) / mean, 1.0])
+
+
+def test_a_relative_acceptance_per_depth_prices_each_k_at_its_own_ratio():
+    """rho given per depth (the controller's per-request window, stop 43): k uses rho[k - 1]; a request at
+    0.5x the batch's first position and 0.25x its first two advances 1 + 0.25 (0.8 + 0.4) at k = 2."""
+    closed = [(100, (0.5, 0.25)), (100, (1.5, 1.75))]
+    a = [0.8, 0.4]
+    slow, fast = 1 + 0.25 * 1.2, 1 + min(2.0, 1.75 * 1.2)
+    t2 = {1: {2: 1.0}, 2: {2: 2.0}}
+    assert closed_throughput(a, 2, closed, t2.get) == pytest.approx(
+        200 / ((100 / fast) * 2.0 + (100 / slow - 100 / fast) * 1.0))
+    assert closed_throughput(a, 1, closed, TABLES.get) == closed_throughput(a, 1, [(100, 0.5), (100, 1.5)], TABLES.get)
+
+
+def test_the_controller_takes_each_requests_depth_profile_from_its_window():
+    """With per-request estimates the closed view's rho comes from the window, per depth: two requests that
+    accept everything and two that accept nothing (4 drafts each of 2 positions) give rho(1) = a_i1 / mean and
+    rho(2) = (a_i1 + a_i2) / mean, whatever relative acceptance the engine passed."""
+    from adaspec.adaptive.batch_acceptance import SHRINK_DRAFTS as S
+
+    ctrl = DraftStepController(2, StepPolicy(closed_batch=True), lambda b, k: 10.0 + k, lambda b: b,
+                               cold_start="k_max", probe_interval=0)
+    ids = ["a", "b", "c", "d"]
+    for i in range(4):
+        ctrl.plan(4, round_id=i, requests=ids)
+        ctrl.observe([2] * 4, [2, 2, 0, 0], round_id=i)
+    ctrl.plan(4, round_id=4, requests=ids, closed=[(50, 1.0)] * 4)
+    hi1 = (4 + S * 0.5) / (4 + S)  # pooled: position 1 at 8/16, position 2 at 8/8
+    lo1 = (0 + S * 0.5) / (4 + S)
+    hi, lo = [hi1, hi1 + hi1 * (4 + S) / (4 + S)], [lo1, lo1 + lo1 * 1.0]
+    mean = [(h + l) / 2 for h, l in zip(hi, lo)]
+    got = ctrl._closed
+    assert [n for n, _ in got] == [50] * 4
+    for (_, rho), prof in zip(got, (hi, hi, lo, lo)):
+        assert rho == pytest.approx([p / m for p, m in zip(prof, mean)])
