@@ -58,6 +58,8 @@ def parse_args(argv=None):
     p.add_argument("--repeats", type=int, default=3, help="runs of each engine, in alternating order")
     p.add_argument("--temperature", type=float, default=0.0,
                    help="sampling temperature; > 0: request i is seeded with i (bench/common.serve), so outputs still compare")
+    p.add_argument("--alt_step_policy", default="{}",
+                   help="policy fields of bench/adaptive.py's mtp_step_alt configuration (JSON object)")
     p.add_argument("--calibration_json", default=None,
                    help="calibration fields for the adaptive engine (bench/adaptive.py's option); default its quick "
                         "calibration")
@@ -79,7 +81,7 @@ def main(argv=None) -> int:
     buckets = ",".join(str(b) for b in sorted({1, args.batch_size} | {b for b in (4, 8, 16) if b < args.batch_size}))
     bench_argv = [f"--configs={args.baseline},{args.config}", f"--batch_sizes={buckets}", "--dtypes=float32",
                   f"--sources={args.source}", f"--num_prompts={args.num_prompts}", f"--max_tokens={args.max_tokens}",
-                  "--ignore_eos"] + ([f"--calibration_json={args.calibration_json}"] if args.calibration_json else [])
+                  "--ignore_eos", f"--alt_step_policy={args.alt_step_policy}"] + ([f"--calibration_json={args.calibration_json}"] if args.calibration_json else [])
     bargs = adaptive.parse_args(bench_argv)
     workdir = Path(tempfile.mkdtemp(prefix="adaspec_round_kinds_"))
     files = adaptive.write_calibration_files(bargs, workdir)
@@ -109,6 +111,8 @@ def main(argv=None) -> int:
                 kind = f"K{plan.num_steps}:G{decoding + sum(out.verify_lens)}"
             if kind == "plain" and drafted.get(name):
                 kind = "plain after draft"
+            elif plan.num_steps > 0 and drafted.get(name) is False and not plan.probe:
+                kind += " after plain"  # the draft catches up on the positions committed without it
             if plan.probe:
                 kind = "probe " + kind
             if args.by_batch and kind != "prefill":
@@ -159,7 +163,21 @@ def main(argv=None) -> int:
         body.append([n, kind, len(v), f"{1000 * common.median(v):.2f}", f"{1000 * sum(v) / len(v):.2f}",
                      f"{sum(v):.2f}"])
     print(markdown_table(["engine", "round kind", "rounds", "median ms", "mean ms", "total s"], body, "llrrrr"))
+    priced = priced_totals(kinds, names, args.repeats)
+    print(f"\npriced at the median of both engines' rounds of each kind (round counts decide, timing noise mostly "
+          f"does not): {args.config} x {args.baseline} {priced[base] / priced[cand]:.3f} "
+          f"({base} {priced[base]:.2f} s, {args.config} {priced[cand]:.2f} s per run)")
     return 0
+
+
+def priced_totals(kinds: dict, names, runs: int) -> dict:
+    """Per engine, the CPU seconds of one run with every round priced at the median of the round kind's times
+    over both engines (a kind only one engine ran: its own median)."""
+    pooled: dict = collections.defaultdict(list)
+    for (_, kind), v in kinds.items():
+        pooled[kind] += v
+    return {n: sum(len(v) * common.median(pooled[kind]) for (m, kind), v in kinds.items() if m == n) / runs
+            for n in names}
 
 
 if __name__ == "__main__":

@@ -154,6 +154,7 @@ class DraftStepController(StepExploration, StepScoring):
         self._backoff_batch: frozenset = frozenset()  # the requests when the backoff last grew
         self._looked = False  # a probe or an optimistic stay ran since k = 0 was last confirmed
         self._closed = None  # this plan's (remaining tokens, relative acceptance) per request, when closed
+        self._depth_view = None
         self._kv_len: int | None = None
         self._fallback_bcap: object = ()  # (bcap, why) of the last recorded fallback: one record per episode
         self.decisions: deque[StepDecision] = deque(maxlen=history)
@@ -200,8 +201,7 @@ class DraftStepController(StepExploration, StepScoring):
                 if len(self._round_requests) > 64:  # a round that never reported (it failed)
                     del self._round_requests[min(self._round_requests)]
             self.window.batch = ids if self.policy.per_request else None
-        if self._closed is not None:
-            self._closed = self._closed_by_depth(self._closed)
+        self._depth_view = None  # the closed view per depth, computed when a score first needs it
         bcap = self.pad_requests(batch_size)
         table, missing = self.costs.bucket(bcap)
         episode = (bcap, "cost")

@@ -106,14 +106,17 @@ def _best_speculative(batch_size: int, prefix_acceptance, table: dict[int, float
 class StepScoring:
     """The draft step controller's score of a step count (a mixin of DraftStepController): R-C1's per-round
     throughput, or in a closed batch the throughput of its remaining work (closed_step.py); needs the
-    controller's `_closed`, `_kv_len`, `allow_zero`, `pad_requests`, `covers`, `costs`, `policy` and `window`."""
+    controller's `_closed` (and its per-plan cache `_depth_view`), `_kv_len`, `allow_zero`, `pad_requests`,
+    `covers`, `costs`, `policy` and `window`."""
 
     def throughput(self, batch_size: int, prefix_acceptance, k: int, table: dict[int, float]) -> float:
         """Predicted tokens per ms at k for the batch being planned: R-C1's per-round score, or, in a closed
         batch (plan's `closed`), the throughput of its remaining work (closed_step.py)."""
         if self._closed is None:
             return step_throughput(batch_size, prefix_acceptance, k, table[k])
-        return closed_throughput(prefix_acceptance, k, self._closed, lambda b: self._table_at(b, table))
+        if self._depth_view is None:
+            self._depth_view = self._closed_by_depth(self._closed)
+        return closed_throughput(prefix_acceptance, k, self._depth_view, lambda b: self._table_at(b, table))
 
     def _best(self, batch_size: int, prefix_acceptance, table: dict[int, float]) -> tuple[int, dict[int, float]]:
         """best_step's (argmax, predicted) under `throughput` (ties to the smaller k)."""
