@@ -42,9 +42,11 @@ class StepPolicy:
     # ends back at k = 0 while the batch holds the same requests; a request joining resets it (1 = off)
     max_explore_backoff: int = 8
     # with no request waiting for a slot, score k by the time to finish the batch's remaining work, each request
-    # at its own acceptance (closed_step.py), not by the average round; off by default: on the bench's prose at
-    # B = 8 it ran 0.95x a fixed k = 1 (it removes the per-round score's optimism and keeps the table's
-    # pessimism), and mixed B = 4 did not move (BENCHMARKS.md, stop 41)
+    # at its own acceptance (closed_step.py), not by the average round; off by default: with each request's depth
+    # profile from the window (stop 43) it takes the mixed cell at B = 4 ~2.5% above the per-round score (rounds
+    # priced at shared medians, 4 processes), but in 3 of 4 processes it left prose at B = 8 at plain (0.92-0.94x
+    # the per-round score): early per-request estimates spread by sampling noise alone, the score reads that as a
+    # drain, and leaving k = 0 then needs 5% it cannot show (BENCHMARKS.md stops 41, 43)
     closed_batch: bool = False
     # the batch's acceptance is the mean over its own requests of their acceptance in the window, each shrunk
     # towards the window's pooled rate (batch_acceptance.py), and a batch whose requests changed is re-scored at
