@@ -47,9 +47,10 @@ between two calibrated buckets is priced in between, and one whose request count
 The batch's own requests (adaspec's extension, `per_request`, default on; batch_acceptance.py): every rule
 below prices the batch by its own requests' acceptance, and a batch whose requests changed is re-scored at once.
 
-Closed batches (adaspec's extension, `closed_batch`, default off: step_policy.py; closed_step.py): when no request waits
-for a slot (`plan(closed=...)`: per request, its remaining tokens and its acceptance relative to the
-batch's), every score above is the throughput of the batch's remaining work, not of the average round.
+Closed batches (adaspec's extension, `closed_batch`, default on: step_policy.py; closed_step.py): when no request waits
+for a slot (`plan(closed=...)`: per request, its remaining tokens) and every request has enough drafts in the
+window, every score above is the throughput of the batch's remaining work, each request at its own acceptance per
+depth, not of the average round.
 
 Coverage: the candidates for a Bcap are the k in {1..k_max} (plus 0 when `allow_zero`) whose cost
 is covered. If any k >= 1 is not covered at this Bcap (cost_ms returns None), the batch has no

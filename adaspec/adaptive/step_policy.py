@@ -42,12 +42,12 @@ class StepPolicy:
     # ends back at k = 0 while the batch holds the same requests; a request joining resets it (1 = off)
     max_explore_backoff: int = 8
     # with no request waiting for a slot, score k by the time to finish the batch's remaining work, each request
-    # at its own acceptance (closed_step.py), not by the average round; off by default: with each request's depth
-    # profile from the window (stop 43) it takes the mixed cell at B = 4 ~2.5% above the per-round score (rounds
-    # priced at shared medians, 4 processes), but in 3 of 4 processes it left prose at B = 8 at plain (0.92-0.94x
-    # the per-round score): early per-request estimates spread by sampling noise alone, the score reads that as a
-    # drain, and leaving k = 0 then needs 5% it cannot show (BENCHMARKS.md stops 41, 43)
-    closed_batch: bool = False
+    # at its own acceptance per depth (closed_step.py), not by the average round, once every request has
+    # CLOSED_MIN_DRAFTS drafts in the window. Stop 41's form (one ratio per request) lost on prose at B = 8; the
+    # ungated per-depth form won ~2.5% on mixed B = 4 but lost 6-8% on prose in 3 of 4 processes (early drafts
+    # spread by chance, read as a drain); gated: mixed 0.983-1.042x, prose 0.999-1.008x, staggered 1.01x the
+    # per-round score, rounds priced at shared medians (BENCHMARKS.md stops 41, 43); False = R-C1's per-round score
+    closed_batch: bool = True
     # the batch's acceptance is the mean over its own requests of their acceptance in the window, each shrunk
     # towards the window's pooled rate (batch_acceptance.py), and a batch whose requests changed is re-scored at
     # once; needs plan(requests=...) and feedback by round id; False = the window's pooled counts (R-C2)
@@ -105,6 +105,13 @@ def _best_speculative(batch_size: int, prefix_acceptance, table: dict[int, float
     return best_step(batch_size, prefix_acceptance, {k: c for k, c in table.items() if k > 0}, allow_zero=False)[0]
 
 
+# the closed score (per depth) prices a batch only once each of its requests has this many drafts in the window:
+# with ~11 drafts each, prose requests' rates spread 0.78-1.2x the batch's by sampling alone, which the score read
+# as a drain, left a paying k = 1 for plain and lost 6-8% in 3 of 4 processes; gated at 16, 1.00x (BENCHMARKS.md
+# stop 43)
+CLOSED_MIN_DRAFTS = 16
+
+
 class StepScoring:
     """The draft step controller's score of a step count (a mixin of DraftStepController): R-C1's per-round
     throughput, or in a closed batch the throughput of its remaining work (closed_step.py); needs the
@@ -114,10 +121,10 @@ class StepScoring:
     def throughput(self, batch_size: int, prefix_acceptance, k: int, table: dict[int, float]) -> float:
         """Predicted tokens per ms at k for the batch being planned: R-C1's per-round score, or, in a closed
         batch (plan's `closed`), the throughput of its remaining work (closed_step.py)."""
-        if self._closed is None:
-            return step_throughput(batch_size, prefix_acceptance, k, table[k])
-        if self._depth_view is None:
+        if self._closed is not None and self._depth_view is None:
             self._depth_view = self._closed_by_depth(self._closed)
+        if self._closed is None or not self._depth_view:
+            return step_throughput(batch_size, prefix_acceptance, k, table[k])
         return closed_throughput(prefix_acceptance, k, self._depth_view, lambda b: self._table_at(b, table))
 
     def _best(self, batch_size: int, prefix_acceptance, table: dict[int, float]) -> tuple[int, dict[int, float]]:
@@ -131,10 +138,13 @@ class StepScoring:
     def _closed_by_depth(self, closed):
         """The closed view with each request's relative acceptance per depth k from the window's own per-request
         estimate (closed_step.py), rho_i(k) = sum(a_i[:k]) / mean_j sum(a_j[:k]); `closed` unchanged when the
-        window does not price this batch per request."""
+        window does not price this batch per request; () (the per-round score) while a request of the batch has
+        fewer than CLOSED_MIN_DRAFTS drafts in the window."""
         per = self.window.request_prefix_acceptance()
         if per is None or len(per) != len(closed):
             return closed
+        if min(self.window.drafts_of(r) for r in self.window.batch) < CLOSED_MIN_DRAFTS:
+            return ()
         depth = np.cumsum(per, axis=1)
         mean = depth.mean(axis=0)
         rho = np.divide(depth, mean, out=np.ones_like(depth), where=mean > 0)

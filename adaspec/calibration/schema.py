@@ -169,9 +169,9 @@ class DraftStepPolicy(BaseModel):
     # adaspec's extension: exploration at k = 0 backs off (x2 per look that found nothing, up to this) while the
     # batch's requests stay the same; 1 = never back off (adaptive/step_controller.py)
     max_explore_backoff: int = Field(8, ge=1, le=1024)
-    # adaspec's extension (off by default, adaptive/step_policy.py says why): with nothing waiting, k is scored by
-    # when the batch's remaining work ends, each request at its own acceptance (adaptive/closed_step.py)
-    closed_batch: bool = False
+    # adaspec's extension (adaptive/step_policy.py says why): with nothing waiting, k is scored by when the batch's
+    # remaining work ends, each request at its own acceptance (adaptive/closed_step.py); false = R-C1's per-round score
+    closed_batch: bool = True
     # adaspec's extension: the batch's acceptance is the mean of its own requests' (each shrunk towards the window's
     # pooled rate), re-scored when its requests change; false = the window's pooled counts (adaptive/batch_acceptance.py)
     per_request: bool = True

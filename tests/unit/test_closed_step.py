@@ -85,7 +85,7 @@ def test_the_engine_gives_each_request_its_remaining_tokens_and_relative_accepta
     assert ctl._closed_batch(batch[:1]) is None
     s, mean = AdaptiveControl.CLOSED_SHRINK_TOKENS, 40 / 80
     got = ctl._closed_batch(batch)
-    ctl.step.policy = StepPolicy()  # off by default: nothing computed
+    ctl.step.policy = StepPolicy(closed_batch=False)  # off: nothing computed
     assert ctl._closed_batch(batch) is None
     assert [n for n, _ in got] == [90, 80, 100]
     assert [rho for _, rho in got] == pytest.approx([(30 + s * mean) / (40 + s) / mean,
@@ -106,20 +106,28 @@ def test_a_relative_acceptance_per_depth_prices_each_k_at_its_own_ratio():
 
 def test_the_controller_takes_each_requests_depth_profile_from_its_window():
     """With per-request estimates the closed view's rho comes from the window, per depth: two requests that
-    accept everything and two that accept nothing (4 drafts each of 2 positions) give rho(1) = a_i1 / mean and
-    rho(2) = (a_i1 + a_i2) / mean, whatever relative acceptance the engine passed."""
+    accept everything and two that accept nothing (16 drafts each of 2 positions) give rho(1) = a_i1 / mean and
+    rho(2) = (a_i1 + a_i2) / mean, whatever relative acceptance the engine passed. With fewer than
+    CLOSED_MIN_DRAFTS drafts for a request the view is empty: the per-round score."""
     from adaspec.adaptive.batch_acceptance import SHRINK_DRAFTS as S
+    from adaspec.adaptive.step_policy import CLOSED_MIN_DRAFTS
 
-    ctrl = DraftStepController(2, StepPolicy(closed_batch=True), lambda b, k: 10.0 + k, lambda b: b,
+    ctrl = DraftStepController(2, StepPolicy(closed_batch=True, window_size=20), lambda b, k: 10.0 + k, lambda b: b,
                                cold_start="k_max", probe_interval=0)
     ids = ["a", "b", "c", "d"]
-    for i in range(4):
-        ctrl.plan(4, round_id=i, requests=ids)
+    n = CLOSED_MIN_DRAFTS
+    for i in range(n):
+        if i == n - 1:  # one draft short
+            ctrl.plan(4, round_id=i, requests=ids, closed=[(50, 1.0)] * 4)
+            assert ctrl._closed_by_depth(ctrl._closed) == ()
+            assert ctrl.throughput(4, [0.5, 0.5], 1, {0: 10.0, 1: 11.0}) == step_throughput(4, [0.5, 0.5], 1, 11.0)
+        else:
+            ctrl.plan(4, round_id=i, requests=ids)
         ctrl.observe([2] * 4, [2, 2, 0, 0], round_id=i)
-    ctrl.plan(4, round_id=4, requests=ids, closed=[(50, 1.0)] * 4)
-    hi1 = (4 + S * 0.5) / (4 + S)  # pooled: position 1 at 8/16, position 2 at 8/8
-    lo1 = (0 + S * 0.5) / (4 + S)
-    hi, lo = [hi1, hi1 + hi1 * (4 + S) / (4 + S)], [lo1, lo1 + lo1 * 1.0]
+    ctrl.plan(4, round_id=n, requests=ids, closed=[(50, 1.0)] * 4)
+    hi1 = (n + S * 0.5) / (n + S)  # pooled: position 1 at 2n/4n, position 2 at 2n/2n
+    lo1 = (0 + S * 0.5) / (n + S)
+    hi, lo = [hi1, hi1 + hi1 * 1.0], [lo1, lo1 + lo1 * 1.0]
     mean = [(h + l) / 2 for h, l in zip(hi, lo)]
     got = ctrl._closed_by_depth(ctrl._closed)  # what the scores use (computed when one first needs it)
     assert [n for n, _ in got] == [50] * 4
