@@ -25,7 +25,8 @@ shrunk towards 1 (engine/control.py), or, with the controller's per-request wind
 depends on k: rho_i(k) = sum(a_i[:k]) / mean_j sum(a_j[:k]), a_i request i's own shrunk prefix acceptance
 (batch_acceptance.py), so that a request that rarely survives one position is not priced as surviving two at
 the batch's depth profile (with the engine's single rho, the mixed cell at B = 4 chose k = 2 in 12% of its
-rounds and ran 0.957x plain: BENCHMARKS.md stop 43); n_i is max_tokens minus what it has generated, an upper bound
+rounds and ran 0.957x plain: BENCHMARKS.md stop 43); the controller uses this score only once every request
+has step_policy.CLOSED_MIN_DRAFTS drafts in the window (before, the per-round score); n_i is max_tokens minus what it has generated, an upper bound
 when an end-of-sequence token stops it earlier. The model keeps k fixed for the rest of the batch: it
 prices what k does to the batch's end, not the later choices a smaller batch will make.
 """
