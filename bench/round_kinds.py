@@ -12,12 +12,16 @@ order, and every round is timed and labelled by what it did:
 - `prefill`: a round with a prompt chunk in it;
 - a `probe ` prefix: a round the controller ran only to measure acceptance (plan.probe);
 - an ` after draft` suffix on `plain`: a plain round right after a round that drafted (what the next
-  round pays for a draft, e.g. the KV left by rejected tokens);
+  round pays for a draft, e.g. the KV left by rejected tokens); an ` after plain` suffix on a drafting round:
+  the first after rounds without a draft (its draft catches up on the positions it skipped);
 - with `--by_batch`, an `@B<n>` suffix: the round's number of decoding requests (the staggered stream's
   batch grows and shrinks; `--source=staggered` serves the mixed stream with `--arrival_gap`).
 
 The engines are built as bench/adaptive.py builds them (its configuration names, its quick
-calibration unless --calibration_json).
+calibration unless --calibration_json; `mtp_step_alt` with --alt_step_policy). The last line prices every
+round of both engines at the median time of its kind over both engines: the ratio then follows which rounds
+each engine chose rather than when the machine was busy (stop 43: a policy A/B in one process, `--repeats=1`,
+several processes; each engine still calibrates its own table).
 
     OMP_NUM_THREADS=1 taskset -c 0 python bench/round_kinds.py --config=dspark7_async --batch_size=4
 """
@@ -81,7 +85,8 @@ def main(argv=None) -> int:
     buckets = ",".join(str(b) for b in sorted({1, args.batch_size} | {b for b in (4, 8, 16) if b < args.batch_size}))
     bench_argv = [f"--configs={args.baseline},{args.config}", f"--batch_sizes={buckets}", "--dtypes=float32",
                   f"--sources={args.source}", f"--num_prompts={args.num_prompts}", f"--max_tokens={args.max_tokens}",
-                  "--ignore_eos", f"--alt_step_policy={args.alt_step_policy}"] + ([f"--calibration_json={args.calibration_json}"] if args.calibration_json else [])
+                  "--ignore_eos", f"--alt_step_policy={args.alt_step_policy}"]
+    bench_argv += [f"--calibration_json={args.calibration_json}"] if args.calibration_json else []
     bargs = adaptive.parse_args(bench_argv)
     workdir = Path(tempfile.mkdtemp(prefix="adaspec_round_kinds_"))
     files = adaptive.write_calibration_files(bargs, workdir)
