@@ -159,7 +159,7 @@ class AcceptanceWindow:
         if not self._composed():
             return np.cumprod(self.conditional_rates(z, weight))
         w = float(weight)
-        pooled = self._rates(self._accepted * w, self._reached * w, 0.0)
+        pooled = self.conditional_rates(0.0, w)  # composed: the window has drafts
 
         def counts(rid):
             c = self.requests.sums.get(rid)
@@ -171,8 +171,7 @@ class AcceptanceWindow:
         batch order; batch_acceptance.py), or None when estimates are not per request."""
         if not self._composed():
             return None
-        pooled = self._rates(self._accepted.astype(np.float64), self._reached.astype(np.float64), 0.0)
-        return request_prefix_acceptance(self.batch, self.requests.sums.get, pooled)
+        return request_prefix_acceptance(self.batch, self.requests.sums.get, self.conditional_rates())
 
     def drafts_of(self, request: Hashable) -> int:
         """Drafts of `request` in the window (0: none, or the window has no request ids)."""
