@@ -38,7 +38,7 @@ if __package__ in (None, ""):
 from adaspec.adaptive.floor import probe_requests  # noqa: E402
 from adaspec.adaptive.step_controller import DraftStepController, StepPolicy  # noqa: E402
 from bench.common import markdown_table, write_json  # noqa: E402
-from bench.step_control_sim import parse_tables  # noqa: E402
+from bench.step_control_sim import accepted_drafts, parse_tables  # noqa: E402
 
 # this VM's step tables (stop 43's start-up log, fp16w, one thread): ms of a round at k = 0..3
 DEFAULT_TABLES = "B1=25.2,27.6,31.2,36.3;B4=32.4,51.4,63.8,80.8;B8=56.8,90.6,125.9,159.0"
@@ -76,7 +76,7 @@ def closed_view(remaining, drafted, accepted, shrink: float = 16.0) -> list[tupl
 def serve(ctl, costs: Costs, alpha: np.ndarray, max_tokens: int, rng, refresh_ms: float, fixed_k: int | None,
           first_round: int, tag: int) -> tuple[float, int]:
     """One closed batch to its end: (ms, rounds). `fixed_k` None: the controller plans every round."""
-    B, k_max = alpha.shape
+    B = len(alpha)
     done = np.zeros(B, dtype=np.int64)
     pending = np.zeros(B, dtype=np.int64)
     drafted, accepted = np.zeros(B), np.zeros(B)  # per request, over its life (the engine's closed view)
@@ -97,9 +97,7 @@ def serve(ctl, costs: Costs, alpha: np.ndarray, max_tokens: int, rng, refresh_ms
             drafts = np.array([ctl.window.drafts_of(r) for r in ids])
             drafting[np.lexsort((pending[running], drafts))[:probe_requests(b)]] = True
             cost = costs(b, 0) + (costs(b, k) - costs(b, 0)) * drafting.sum() / b
-        hits = rng.random((b, k_max)) < alpha[running]
-        m = np.argmin(np.concatenate([hits, np.zeros((b, 1), bool)], axis=1), axis=1)
-        m = np.where(drafting, np.minimum(m, k), 0)
+        m = accepted_drafts(rng, alpha[running], drafting, k)
         m = np.minimum(m, max_tokens - done[running] - 1)  # the last token ends the request
         if fixed_k is None:
             ctl.observe(np.where(drafting, k, 0).tolist(), m.tolist(), round_id=n)

@@ -50,6 +50,15 @@ def fixed_throughputs(alpha: np.ndarray, costs: list[float], batch: int) -> list
     return [batch * (1.0 + float(survival[:k].sum())) / costs[k] for k in range(len(costs))]
 
 
+def accepted_drafts(rng, alpha: np.ndarray, drafting: np.ndarray, k: int) -> np.ndarray:
+    """Accepted draft tokens per request of one round: each request's leading Bernoulli successes at its
+    per-position rates (`alpha`: [requests, k_max]), capped at k; 0 where it did not draft."""
+    hits = rng.random(alpha.shape) < alpha
+    # accepted = leading hits (argmin finds the first miss; a sentinel miss ends each row)
+    m = np.argmin(np.concatenate([hits, np.zeros((len(alpha), 1), bool)], axis=1), axis=1)
+    return np.where(drafting, np.minimum(m, k), 0)
+
+
 def simulate(alpha: np.ndarray, costs: list[float], batch: int, policy: StepPolicy, batches: int, seed: int,
              probe_interval: int, refresh_ms: float = 0.0, partial: bool = True) -> tuple[float, dict[int, int], int]:
     """(tokens per ms, batches per k, probes) of the controller over `batches` batches.
@@ -73,10 +82,7 @@ def simulate(alpha: np.ndarray, costs: list[float], batch: int, policy: StepPoli
             drafting[:] = False
             drafting[np.argsort(pending, kind="stable")[:probe_requests(batch)]] = True
             cost = costs[0] + (costs[k] - costs[0]) * drafting.sum() / batch
-        hits = rng.random((batch, k_max)) < alpha[None, :]
-        # accepted = leading hits, capped at k (argmin finds the first miss; a sentinel miss ends each row)
-        m = np.argmin(np.concatenate([hits, np.zeros((batch, 1), bool)], axis=1), axis=1)
-        m = np.where(drafting, np.minimum(m, k), 0)
+        m = accepted_drafts(rng, np.broadcast_to(alpha, (batch, k_max)), drafting, k)
         lens = np.where(drafting, k, 0)
         ctl.observe(lens.tolist(), m.tolist(), round_id=n)
         cost += refresh_ms * float(pending[drafting].sum())
