@@ -32,6 +32,10 @@ class RoundPlan:
     # verify nothing (their verify_lens are 0) and keep their refresh entries pending: a probe of the
     # plain floor drafts for a few requests only (adaptive/floor.py, probe_requests)
     draft_only: tuple[int, ...] | None = None
+    # "fixed", not `exact`: each request verifies its drafts only up to the first whose path probability is below this
+    # (the draft step's confidence stop, adaptive/step_policy.py), and the draft may stop once every request is below
+    # it; 0 = off
+    stop_below: float = 0.0
 
     @staticmethod
     def plain(num_decoding: int) -> "RoundPlan":

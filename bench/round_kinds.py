@@ -62,6 +62,7 @@ def parse_args(argv=None):
     p.add_argument("--repeats", type=int, default=3, help="runs of each engine, in alternating order")
     p.add_argument("--temperature", type=float, default=0.0,
                    help="sampling temperature; > 0: request i is seeded with i (bench/common.serve), so outputs still compare")
+    p.add_argument("--k_max", type=int, default=3, help="MTP draft steps at most (bench/adaptive.py's --k_max)")
     p.add_argument("--alt_step_policy", default="{}",
                    help="policy fields of bench/adaptive.py's mtp_step_alt configuration (JSON object)")
     p.add_argument("--calibration_json", default=None,
@@ -85,7 +86,7 @@ def main(argv=None) -> int:
     buckets = ",".join(str(b) for b in sorted({1, args.batch_size} | {b for b in (4, 8, 16) if b < args.batch_size}))
     bench_argv = [f"--configs={args.baseline},{args.config}", f"--batch_sizes={buckets}", "--dtypes=float32",
                   f"--sources={args.source}", f"--num_prompts={args.num_prompts}", f"--max_tokens={args.max_tokens}",
-                  "--ignore_eos", f"--alt_step_policy={args.alt_step_policy}"]
+                  "--ignore_eos", f"--alt_step_policy={args.alt_step_policy}", f"--k_max={args.k_max}"]
     bench_argv += [f"--calibration_json={args.calibration_json}"] if args.calibration_json else []
     bargs = adaptive.parse_args(bench_argv)
     workdir = Path(tempfile.mkdtemp(prefix="adaspec_round_kinds_"))
@@ -112,6 +113,8 @@ def main(argv=None) -> int:
                 kind = "plain"
             elif plan.admission == "fixed" and llm.engine.control is not None and llm.engine.control.step is not None:
                 kind = f"k{plan.num_steps}"
+                if plan.stop_below > 0:  # the confidence stop: the rows it verified (at B = 1, the steps drafted too)
+                    kind += f":v{max(out.verify_lens, default=0)}"
             else:
                 kind = f"K{plan.num_steps}:G{decoding + sum(out.verify_lens)}"
             if kind == "plain" and drafted.get(name):

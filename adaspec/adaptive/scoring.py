@@ -38,3 +38,14 @@ def path_probabilities(scores):
         return torch.cumprod(torch.nan_to_num(scores.float(), nan=0.0).clamp(0.0, 1.0), dim=-1)
     s = np.clip(np.nan_to_num(np.asarray(scores, dtype=np.float64), nan=0.0), 0.0, 1.0)
     return np.cumprod(s, axis=-1)
+
+
+def confident_lengths(scores: torch.Tensor, stop_below: float) -> list[int]:
+    """Per request (row of `scores` [B, k]), the draft steps up to and including the first whose path probability
+    is below `stop_below` (k when none is): what a round with the draft step's confidence stop verifies
+    (adaptive/step_policy.py, `confidence_stop`). The step that crosses is verified: its score is only known
+    once it has been drafted, and the draft was paid for. One host read of B numbers."""
+    k = scores.shape[-1]
+    below = path_probabilities(scores) < stop_below
+    first = torch.where(below.any(dim=-1), below.int().argmax(dim=-1) + 1, torch.full_like(below[:, 0], k, dtype=torch.long))
+    return first.tolist()

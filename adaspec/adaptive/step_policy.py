@@ -52,8 +52,15 @@ class StepPolicy:
     # towards the window's pooled rate (batch_acceptance.py), and a batch whose requests changed is re-scored at
     # once; needs plan(requests=...) and feedback by round id; False = the window's pooled counts (R-C2)
     per_request: bool = True
+    # a request's drafting in a round ends after the first step whose path probability (the product of the draft's
+    # probabilities of its own tokens so far) falls below this, and the round verifies only the steps up to it; the
+    # draft stops once every request has ended (adaspec's extension: the draft's own confidence, never the target's,
+    # so lossless; the controller's k is the ceiling); 0 = every request drafts and verifies k (R-C1)
+    confidence_stop: float = 0.0
 
     def __post_init__(self):
+        if not 0.0 <= self.confidence_stop < 1.0:
+            raise ValueError(f"policy.confidence_stop must be in [0, 1), got {self.confidence_stop}")
         if not self.floor_confidence >= 0:
             raise ValueError(f"policy.floor_confidence must be >= 0, got {self.floor_confidence}")
         if not self.zero_confidence >= 0:

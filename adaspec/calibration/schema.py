@@ -175,6 +175,9 @@ class DraftStepPolicy(BaseModel):
     # adaspec's extension: the batch's acceptance is the mean of its own requests' (each shrunk towards the window's
     # pooled rate), re-scored when its requests change; false = the window's pooled counts (adaptive/batch_acceptance.py)
     per_request: bool = True
+    # adaspec's extension: a request stops drafting (and verifying) after the first step whose path probability falls
+    # below this; 0 = off (adaptive/step_policy.py)
+    confidence_stop: float = Field(0.0, ge=0.0, lt=1.0, allow_inf_nan=False)
 
 
 class DraftStepCalibration(_CalibrationFields):

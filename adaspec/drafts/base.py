@@ -44,6 +44,9 @@ class DraftBatch:
     # the prompt's first token), so the draft reads tokens without a device-to-host copy.
     tokens_host: list[list[int]] | None = None
     round_id: int | None = None  # the engine's round id (None in calibration); drafters with feedback use it
+    # a sequential drafter may stop proposing once every request's path probability (the product of its scores so
+    # far) is below this: the rest of each row is then filler with score 0 (RoundPlan.stop_below); 0 = never
+    stop_below: float = 0.0
 
 
 @dataclass

@@ -240,6 +240,7 @@ class MTPDraft(nn.Module):
             return DraftOutput(torch.empty(B, 0, dtype=torch.long, device=dev), torch.empty(B, 0, device=dev))
         newest = [s + n for s, n in zip(batch.entry_starts, batch.entry_lens)]  # n_b
         tokens, scores = [], []
+        path = None  # with batch.stop_below: each request's path probability so far
         for j in range(K):
             logits = self.head_logits(h)
             best_logit, best = logits.max(dim=-1)
@@ -248,6 +249,12 @@ class MTPDraft(nn.Module):
             tokens.append(tok), scores.append((best_logit - torch.logsumexp(logits, dim=-1)).exp_())
             if j + 1 == K:
                 break
+            if batch.stop_below > 0:
+                path = scores[-1].clamp(0.0, 1.0) if path is None else path * scores[-1].clamp(0.0, 1.0)
+                if bool((path < batch.stop_below).all()):  # every request's drafting has ended (DraftBatch)
+                    tokens += [torch.zeros_like(tok)] * (K - j - 1)
+                    scores += [torch.zeros_like(scores[-1])] * (K - j - 1)
+                    break
             # step j+2: index n_b + j, rotary position n_b + j + 1, fed with its own hidden state
             layout = build_layout(batch.slots, [n + j for n in newest], [1] * B, dev, native=self.native_kernels)
             cos, sin = self.rotary(layout.row_pos + 1, dtype)

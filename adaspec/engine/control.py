@@ -261,12 +261,13 @@ class AdaptiveControl:
             k = self.step.plan(B, round_id=round_id, kv_len=kv_len, can_verify=any(caps),
                                requests=[r.request_id for r in decoding], closed=self._closed_batch(decoding))
             caps = tuple(min(k, c) for c in caps)
+            stop = self.step.policy.confidence_stop
             if not self.step.last_probe:
-                return RoundPlan(k, caps, round_id=round_id)
+                return RoundPlan(k, caps, round_id=round_id, stop_below=stop)
             # a k = 0 probe drafts for a quarter of the batch, as the plain floor's do (floor.py): after a
             # long stretch at k = 0 the drafter would otherwise catch up on every request's skipped context
             subset, caps = self._probe_subset(decoding, caps)
-            return RoundPlan(k, caps, round_id=round_id, probe=True, draft_only=subset)
+            return RoundPlan(k, caps, round_id=round_id, probe=True, draft_only=subset, stop_below=stop)
         value = self.token_value(B)
         ids = [r.request_id for r in decoding] if self.floor is not None else None  # the floor's batch turnover
         if self.verify.mode == "async":

@@ -103,17 +103,22 @@ class RoundRunner:
         # the draft's caches are positional (drafts/base.py), so a deferred refresh writes exactly
         # what per-round refreshes would have written.
         draft, subset = None, plan.draft_only if K else None
+        stop_below = plan.stop_below if plan.admission == "fixed" and not plan.exact else 0.0
         if self.drafter is not None and decoding and K:
             t0 = self.draft_clock() if self.draft_clock is not None else 0.0
             if subset is None:
-                draft = self._draft(decoding, K, plan.round_id)
+                draft = self._draft(decoding, K, plan.round_id, stop_below)
             else:  # the others propose nothing (score 0: never admitted) and keep their entries pending
-                draft = _widen(self._draft([decoding[i] for i in subset], K, plan.round_id), subset, len(decoding))
+                draft = _widen(self._draft([decoding[i] for i in subset], K, plan.round_id, stop_below), subset,
+                               len(decoding))
                 lens = [L if i in subset else 0 for i, L in enumerate(lens)]
             if self.draft_clock is not None:
                 self.draft_seconds += self.draft_clock() - t0
         if K and decoding and plan.admission == "fixed" and draft.lengths is not None and not plan.exact:
             lens = [min(L, n) for L, n in zip(lens, draft.lengths)]  # nothing proposed, nothing verified
+        if K and decoding and plan.admission == "fixed" and plan.stop_below > 0 and not plan.exact:
+            from ..adaptive.scoring import confident_lengths
+            lens = [min(L, n) for L, n in zip(lens, confident_lengths(draft.scores, plan.stop_below))]
         if K and decoding and plan.admission != "fixed":
             lens = self._admit(draft, plan, lens, decoding)
 
@@ -278,7 +283,7 @@ class RoundRunner:
         self._draft(chunks, 0, round_id)
         self.pending.update(kept)
 
-    def _draft(self, decoding, num_steps: int, round_id: int | None = None) -> DraftOutput | None:
+    def _draft(self, decoding, num_steps: int, round_id: int | None = None, stop_below: float = 0.0) -> DraftOutput | None:
         """Refresh every decoding request's draft context and propose `num_steps` tokens each."""
         batch_pending = [self.pending.pop(c.request.request_id) for c in decoding]
         tokens_host = None
@@ -295,6 +300,7 @@ class RoundRunner:
             num_steps=num_steps,
             tokens_host=tokens_host,
             round_id=round_id,
+            stop_below=stop_below,
         )
         return self.drafter.draft(batch)
 

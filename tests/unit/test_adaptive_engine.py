@@ -17,7 +17,7 @@ import pytest
 from adaspec.engine.llm_engine import LLM, RequestError
 from adaspec.sampling_params import SamplingParams
 from replay_drafter import ReplayDrafter
-from small_calibration import calibration_files
+from small_calibration import CAL, calibration_files, install_cheap_costs
 from staggered import run_staggered
 
 PROMPTS = ["Hello there", "a", "The quick brown fox jumps", "1 2 3 4 5 6 7 8 9 10 11 12", "xyz xyz", "Q?"]
@@ -79,6 +79,32 @@ def test_adaptive_greedy_equals_plain_with_staggered_arrivals(tiny_llama_dir, pl
         assert done[i].token_ids == r.token_ids, (mode, i)
     summary = eng.control.summary()
     assert sum(next(iter(summary.values())).values()) > 0  # the controller made decisions
+
+
+def test_confidence_stop_is_lossless_and_verifies_less(tiny_llama_dir, plain, linear_backend, tmp_path):
+    """policy.confidence_stop (adaptive/step_policy.py): a request's drafts are verified up to the first whose path
+    probability falls below the threshold, decided from the draft's own scores only, so greedy output still equals
+    plain (R-B2); with the replay drafter's 0.3 / 0.8 scores some rounds verify fewer than k drafts."""
+    params, ref = plain
+    config = tmp_path / "step.json"
+    config.write_text(json.dumps({"version": 1, "policy": {"window_size": 4, "update_interval": 2,
+                                                           "confidence_stop": 0.5}, "calibration": CAL}))
+    llm = _engine(tiny_llama_dir, [o.prompt_token_ids + o.token_ids for o in ref], linear_backend=linear_backend,
+                  speculative_algorithm="MTP", num_speculative_tokens=3, enable_adaptive_draft_step=True,
+                  adaptive_draft_step_config=str(config))
+    eng = llm.engine
+    assert eng.control.step.policy.confidence_stop == 0.5
+    install_cheap_costs(eng)  # speculation pays: the controller drafts deep whatever this machine's timing
+    verified = []
+    run = eng.rounds.run
+    eng.rounds.run = lambda chunks, plan: verified.append((plan, r := run(chunks, plan))) or r
+    outs = llm.generate(PROMPTS, params)
+    assert [o.token_ids for o in outs] == [r.token_ids for r in ref]
+    drafting = [(p, r) for p, r in verified if p.num_steps >= 2]
+    assert drafting and all(p.stop_below == 0.5 for p, _ in drafting)
+    # the stop cut some request's verify below both its cap and k, and never verified past the cap
+    assert any(L < min(c, p.num_steps) for p, r in drafting for L, c in zip(r.verify_lens, p.verify_lens))
+    assert all(L <= c for p, r in drafting for L, c in zip(r.verify_lens, p.verify_lens))
 
 
 def test_saved_table_skips_calibration(tiny_llama_dir, plain, linear_backend, cal_files, tmp_path, capsys):

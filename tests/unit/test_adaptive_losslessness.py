@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from adaspec.adaptive.scoring import path_probabilities
+from adaspec.adaptive.scoring import confident_lengths, path_probabilities
 from adaspec.adaptive.verify_budget import allocate_in_budget, budget_from_lagged, sync_admission
 from adaspec.adaptive.verify_controller import VerifyController
 from adaspec.geometry import first_covering
@@ -115,3 +115,58 @@ def test_async_budget_from_lagged_feedback_is_lossless():
     frac_full = np.mean(np.asarray(lens) == 2)
     assert set(lens) == {0, 2} and 0.4 < frac_full < 0.6  # the budget really varies
     assert chi2(tokens) < CHI2_1DOF_P001
+
+
+# ---- the draft step's confidence stop (policy.confidence_stop): two emitted tokens ------------------------------
+CHI2_3DOF_P001 = 16.27
+
+
+def two_tokens(rng, verify_len) -> tuple[int, int]:
+    """The first two tokens emitted from a round with drafts x_1, x_2 ~ p_d (independent; the target is p_t at both
+    positions), scores c_1 = 0.9 if x_1 = 0 else 0.2 and c_2 = 0.9 if x_2 = 0 else 0.2 (each a function of its own
+    token, as MTP's probability of its choice is), the target verifying `verify_len(scores)` drafts. After a
+    rejection, or past the verified drafts, the next token is the target's own sample (bonus or next round)."""
+    x = [int(rng.random() < P_D[1]) for _ in range(2)]
+    scores = torch.tensor([[0.9 if x[0] == 0 else 0.2, 0.9 if x[1] == 0 else 0.2]])
+    L, out = verify_len(scores), []
+    for j in range(2):
+        if j >= L:
+            out.append(int(rng.random() < P_T[1]))
+            L = 0  # the rest of the round is the target's own sampling
+        elif rng.random() < min(1.0, P_T[x[j]] / P_D[x[j]]):
+            out.append(x[j])
+        else:
+            out.append(int(rng.random() < RESIDUAL[1]))
+            L = 0  # rejected: the round ends, the next token comes from the next round
+    return out[0], out[1]
+
+
+def joint_chi2(pairs) -> float:
+    counts = np.bincount([2 * a + b for a, b in pairs], minlength=4)
+    expected = np.outer(P_T, P_T).ravel() * len(pairs)
+    return float(((counts - expected) ** 2 / expected).sum())
+
+
+def test_confidence_stop_keeps_the_target_distribution():
+    """The draft step's confidence stop verifies up to and including the first draft whose path probability is below
+    the threshold (adaptive/scoring.confident_lengths): whether x_j is verified depends on the scores of x_1..x_(j-1)
+    only, never on x_j's own, so the joint distribution of the emitted tokens is p_t x p_t. The variant that verifies
+    only the drafts whose own path probability clears the threshold lets x_2's value decide whether x_2 is verified,
+    and the test sees it."""
+    rng = np.random.default_rng(5)
+    lens = []
+
+    def stop(scores):
+        lens.append(confident_lengths(scores, 0.5)[0])
+        return lens[-1]
+
+    pairs = [two_tokens(rng, stop) for _ in range(N_ROUNDS)]
+    assert set(lens) == {1, 2}  # the stop really varies with the first draft
+    assert joint_chi2(pairs) < CHI2_3DOF_P001
+
+    def own_score_decides(scores):
+        return int((path_probabilities(scores) >= 0.5).sum())
+
+    rng = np.random.default_rng(6)
+    biased = [two_tokens(rng, own_score_decides) for _ in range(N_ROUNDS)]
+    assert joint_chi2(biased) > 10 * CHI2_3DOF_P001

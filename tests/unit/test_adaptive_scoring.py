@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from adaspec.adaptive.scoring import mtp_scores, mtp_scores_from_logits, path_probabilities
+from adaspec.adaptive.scoring import confident_lengths, mtp_scores, mtp_scores_from_logits, path_probabilities
 
 
 def test_mtp_scores_are_selected_token_probabilities():
@@ -40,3 +40,16 @@ def test_path_probabilities_never_increase_in_float():
     s = torch.rand(64, 7, generator=g) ** 0.05  # scores close to 1
     P = path_probabilities(s)
     assert bool((P[:, 1:] <= P[:, :-1]).all())
+
+
+def test_confident_lengths_verify_up_to_the_step_that_crosses():
+    """The draft step's confidence stop (policy.confidence_stop): a request verifies its drafts up to and including
+    the first whose path probability is below the threshold; all of them when none is; filler (score 0) after a
+    stopped draft never lengthens a request that had already crossed."""
+    scores = torch.tensor([[0.9, 0.9, 0.9],   # path 0.9, 0.81, 0.729: never below 0.6
+                           [0.5, 0.9, 0.9],   # below at step 1
+                           [0.9, 0.3, 0.9],   # path 0.9, 0.27: below at step 2
+                           [0.7, 0.8, 0.0]])  # path 0.7, 0.56: below at step 2 (then filler)
+    assert confident_lengths(scores, 0.6) == [3, 1, 2, 2]
+    assert confident_lengths(scores, 0.2) == [3, 3, 3, 3]  # 0.9 * 0.3 * 0.9 = 0.243; filler 0 crosses at 3
+    assert confident_lengths(scores[:, :1], 0.95) == [1, 1, 1, 1]

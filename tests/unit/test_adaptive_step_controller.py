@@ -492,3 +492,18 @@ def test_where_plain_is_right_exploration_costs_at_most_two_percent_without_timi
         tok_per_ms, hist, probes = simulate(alpha, costs, 16, StepPolicy(), 2000, seed=0, probe_interval=20)
         assert tok_per_ms / fixed[0] >= 0.98, (a, hist, probes)
         assert probes <= 2000 / 40  # probes every ceil(20 * 0.69 / 0.25) = 56 batches at most
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.0, float("nan")])
+def test_confidence_stop_must_be_a_probability_below_one(bad):
+    """policy.confidence_stop (adaptive/step_policy.py) is refused outside [0, 1), in the policy and in the config
+    file's schema, naming the field; the round-level behaviour is tested in test_adaptive_engine.py and
+    test_adaptive_losslessness.py."""
+    from pydantic import ValidationError
+
+    from adaspec.calibration.schema import DraftStepPolicy
+
+    with pytest.raises(ValueError, match="confidence_stop"):
+        StepPolicy(confidence_stop=bad)
+    with pytest.raises(ValidationError, match="confidence_stop"):
+        DraftStepPolicy(confidence_stop=bad)
