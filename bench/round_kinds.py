@@ -99,6 +99,7 @@ def main(argv=None) -> int:
     prompts = common.prompt_sets(engines[names[0]].tokenizer, [args.source], args.num_prompts, bargs.prompt_tokens,
                                  bargs.chat_template)[args.source]
     kinds: dict = collections.defaultdict(list)
+    produced: dict = collections.Counter()  # (engine, kind) -> tokens its rounds committed
     drafted: dict = {}  # engine name -> whether its last decode round drafted
     for name, llm in engines.items():
         rounds, run = llm.engine.rounds, llm.engine.rounds.run
@@ -128,6 +129,7 @@ def main(argv=None) -> int:
             if kind != "prefill":
                 drafted[name] = plan.num_steps > 0
             kinds[name, kind].append(time.process_time() - c)
+            produced[name, kind] += sum(len(t) for t in out.new_tokens)
             return out
 
         rounds.run = timed
@@ -169,8 +171,10 @@ def main(argv=None) -> int:
     body = []
     for (n, kind), v in sorted(kinds.items()):
         body.append([n, kind, len(v), f"{1000 * common.median(v):.2f}", f"{1000 * sum(v) / len(v):.2f}",
-                     f"{sum(v):.2f}"])
-    print(markdown_table(["engine", "round kind", "rounds", "median ms", "mean ms", "total s"], body, "llrrrr"))
+                     f"{sum(v):.2f}", f"{produced[n, kind] / len(v):.2f}",
+                     f"{produced[n, kind] / (1000 * common.median(v) * len(v)):.4f}"])
+    print(markdown_table(["engine", "round kind", "rounds", "median ms", "mean ms", "total s", "tokens/round",
+                          "tokens/ms at the median"], body, "llrrrrrr"))
     priced = priced_totals(kinds, names, args.repeats)
     print(f"\npriced at the median of both engines' rounds of each kind (round counts decide, timing noise mostly "
           f"does not): {args.config} x {args.baseline} {priced[base] / priced[cand]:.3f} "
