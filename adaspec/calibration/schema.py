@@ -177,7 +177,7 @@ class DraftStepPolicy(BaseModel):
     per_request: bool = True
     # adaspec's extension: a request stops drafting (and verifying) after the first step whose path probability falls
     # below this; 0 = off (adaptive/step_policy.py)
-    confidence_stop: float = Field(0.0, ge=0.0, lt=1.0, allow_inf_nan=False)
+    confidence_stop: float = Field(0.6, ge=0.0, lt=1.0, allow_inf_nan=False)
 
 
 class DraftStepCalibration(_CalibrationFields):
