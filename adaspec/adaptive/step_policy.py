@@ -57,7 +57,8 @@ class StepPolicy:
     # draft stops once every request has ended (adaspec's extension: the draft's own confidence, never the target's,
     # so lossless; the controller's k is the ceiling). 0.6: on the mixed stream at B = 1 (k_max 5) 1.555x plain
     # against 1.496x without (paired; one-process A/Bs 0.25 / 0.4 / 0.6 / 0.8: 1.01 / 1.00 / 1.01-1.03 / 0.99x);
-    # B >= 4 moved within noise (BENCHMARKS.md stop 44); 0 = every request drafts and verifies k (R-C1)
+    # B >= 4 moved within noise (BENCHMARKS.md stop 44); 0 = every request drafts and verifies k (R-C1). MTP only (not
+    # the Suffix drafts, engine/control.py); on CUDA the draft's early end reads the path probabilities once per step
     confidence_stop: float = 0.6
 
     def __post_init__(self):

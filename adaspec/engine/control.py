@@ -261,7 +261,9 @@ class AdaptiveControl:
             k = self.step.plan(B, round_id=round_id, kv_len=kv_len, can_verify=any(caps),
                                requests=[r.request_id for r in decoding], closed=self._closed_batch(decoding))
             caps = tuple(min(k, c) for c in caps)
-            stop = self.step.policy.confidence_stop
+            # the confidence stop reads the MTP draft's probability of its own tokens (step_policy.py); the Suffix
+            # drafts' scores are online acceptance estimates of free proposals, for which it was never measured
+            stop = self.step.policy.confidence_stop if self.algorithm == "MTP" else 0.0
             if not self.step.last_probe:
                 return RoundPlan(k, caps, round_id=round_id, stop_below=stop)
             # a k = 0 probe drafts for a quarter of the batch, as the plain floor's do (floor.py): after a
