@@ -28,6 +28,7 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 
+from ..adaptive.scoring import path_probabilities
 from ..models import native_kernels
 from ..models.attention import build_layout, grouped_attention, padded_length, tile_mask
 from ..models.config import ModelConfig
@@ -240,7 +241,6 @@ class MTPDraft(nn.Module):
             return DraftOutput(torch.empty(B, 0, dtype=torch.long, device=dev), torch.empty(B, 0, device=dev))
         newest = [s + n for s, n in zip(batch.entry_starts, batch.entry_lens)]  # n_b
         tokens, scores = [], []
-        path = None  # with batch.stop_below: each request's path probability so far
         for j in range(K):
             logits = self.head_logits(h)
             best_logit, best = logits.max(dim=-1)
@@ -249,9 +249,8 @@ class MTPDraft(nn.Module):
             tokens.append(tok), scores.append((best_logit - torch.logsumexp(logits, dim=-1)).exp_())
             if j + 1 == K:
                 break
-            if batch.stop_below > 0:
-                path = scores[-1].clamp(0.0, 1.0) if path is None else path * scores[-1].clamp(0.0, 1.0)
-                if bool((path < batch.stop_below).all()):  # every request's drafting has ended (DraftBatch)
+            if batch.stop_below > 0:  # every request's path probability so far below it: drafting has ended
+                if bool((path_probabilities(torch.stack(scores, dim=1))[:, -1] < batch.stop_below).all()):
                     tokens += [torch.zeros_like(tok)] * (K - j - 1)
                     scores += [torch.zeros_like(scores[-1])] * (K - j - 1)
                     break

@@ -116,9 +116,9 @@ class RoundRunner:
                 self.draft_seconds += self.draft_clock() - t0
         if K and decoding and plan.admission == "fixed" and draft.lengths is not None and not plan.exact:
             lens = [min(L, n) for L, n in zip(lens, draft.lengths)]  # nothing proposed, nothing verified
-        if K and decoding and plan.admission == "fixed" and plan.stop_below > 0 and not plan.exact:
+        if K and decoding and stop_below > 0:  # the draft step's confidence stop (fixed, non-exact plans)
             from ..adaptive.scoring import confident_lengths
-            lens = [min(L, n) for L, n in zip(lens, confident_lengths(draft.scores, plan.stop_below))]
+            lens = [min(L, n) for L, n in zip(lens, confident_lengths(draft.scores, stop_below))]
         if K and decoding and plan.admission != "fixed":
             lens = self._admit(draft, plan, lens, decoding)
 
