@@ -52,8 +52,9 @@ class RequestCounts:
             s = self.sums.get(rid)
             if s is None:
                 s = self.sums[rid] = [np.zeros(self.max_steps), np.zeros(self.max_steps)]
-            s[0] += sign * acc
-            s[1] += sign * reach
+            op = np.add if sign > 0 else np.subtract  # sign is +1 (entering the window) or -1 (leaving it)
+            op(s[0], acc, out=s[0])
+            op(s[1], reach, out=s[1])
             if sign < 0 and not s[1].any():
                 del self.sums[rid]  # no draft of it left in the window
 

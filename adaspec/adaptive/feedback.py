@@ -80,6 +80,15 @@ class AcceptanceWindow:
         self._reached = np.zeros(max_steps, dtype=np.int64)  # r_i
         self._verified = np.zeros(max_steps, dtype=np.int64)  # v_i
         self._drafts = 0
+        # per n in 0..max_steps: the 0/1 mask of positions 1..n, as int64 (window sums) and float64 (per-request
+        # records, shared by every record: read-only)
+        self._first = []
+        for n in range(max_steps + 1):
+            mask = np.arange(1, max_steps + 1) <= n
+            pair = (mask.astype(np.int64), mask.astype(np.float64))
+            for a in pair:
+                a.setflags(write=False)
+            self._first.append(pair)
 
     # ---- feeding ------------------------------------------------------------------------
     def observe(self, verify_lens: list[int], num_accepted: list[int],
@@ -92,11 +101,11 @@ class AcceptanceWindow:
             raise ValueError(f"{len(verify_lens)} verify lengths but {len(requests)} request ids")
         per_draft = [] if requests is not None else None
         self.completed += 1
-        pos = np.arange(1, self.max_steps + 1)
         acc = np.zeros(self.max_steps, dtype=np.int64)
         reach = np.zeros(self.max_steps, dtype=np.int64)
         ver = np.zeros(self.max_steps, dtype=np.int64)
         drafts = 0
+        first = self._first  # first[n][i] = 1 if position i + 1 <= n: the masks, built once (a round's hot path)
         for j, (L, m) in enumerate(zip(verify_lens, num_accepted)):
             L, m = int(L), int(m)
             if not 0 <= m <= L:
@@ -106,12 +115,12 @@ class AcceptanceWindow:
             if L == 0:
                 continue
             drafts += 1
-            a, r = pos <= m, (pos <= L) & (pos <= m + 1)
-            acc += a
-            reach += r
-            ver += pos <= L
+            r = min(L, m + 1)  # positions reached: verified, and every earlier one accepted
+            acc += first[m][0]
+            reach += first[r][0]
+            ver += first[L][0]
             if per_draft is not None:
-                per_draft.append((requests[j], a.astype(np.float64), r.astype(np.float64)))
+                per_draft.append((requests[j], first[m][1], first[r][1]))
         if drafts == 0:
             return
         self._batches.append((acc, reach, ver, drafts, self.completed, per_draft))
@@ -121,9 +130,10 @@ class AcceptanceWindow:
             self._count(*old[:4], old[5], -1)
 
     def _count(self, acc, reach, ver, drafts, per_draft, sign: int) -> None:
-        self._accepted += sign * acc
-        self._reached += sign * reach
-        self._verified += sign * ver
+        op = np.add if sign > 0 else np.subtract  # sign is +1 (entering the window) or -1 (leaving it)
+        op(self._accepted, acc, out=self._accepted)
+        op(self._reached, reach, out=self._reached)
+        op(self._verified, ver, out=self._verified)
         self._drafts += sign * drafts
         if per_draft is None:
             self._anonymous += sign
