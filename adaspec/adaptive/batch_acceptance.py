@@ -87,14 +87,15 @@ def request_prefix_acceptance(batch: Sequence[Hashable], counts: Callable[[Hasha
     if not batch:
         raise ValueError("batch_prefix_acceptance needs at least one request")
     zb = z / math.sqrt(len(batch)) if z > 0 else 0.0
-    out = np.empty((len(batch), len(pooled_rates)))
+    # every request's shrunk counts as one [requests, positions] array (one pass of numpy, not one per request)
+    succ = np.tile(shrink * np.asarray(pooled_rates, dtype=np.float64), (len(batch), 1))
+    trials = np.full(succ.shape, float(shrink))
     for j, rid in enumerate(batch):
         c = counts(rid)
-        succ, trials = shrink * pooled_rates, np.full(len(pooled_rates), shrink)
         if c is not None:
-            succ, trials = succ + c[0], trials + c[1]
-        out[j] = np.cumprod(wilson_upper_array(succ, trials, zb))
-    return out
+            succ[j] += c[0]
+            trials[j] += c[1]
+    return np.cumprod(wilson_upper_array(succ, trials, zb), axis=1)
 
 
 def wilson_upper_array(successes: np.ndarray, trials: np.ndarray, z: float) -> np.ndarray:
