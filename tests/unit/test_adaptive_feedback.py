@@ -107,3 +107,45 @@ def test_lag_one_and_ordering():
     assert fb.release(0) == ["now"]
     with pytest.raises(ValueError):
         LaggedFeedback(lag=0)
+
+
+def test_running_sums_equal_a_recount_of_the_window_after_many_batches():
+    """R-C2: the window's sums, kept in place as batches enter and leave (issue 13's controller-time work), equal
+    the counts recomputed from the last `window_size` drafting batches, pooled and per request; the estimates
+    read from them equal the ones a fresh window fed only those batches gives."""
+    rng = np.random.default_rng(7)
+    K, W = 4, 6
+    w = AcceptanceWindow(max_steps=K, window_size=W)
+    kept = []
+    for _ in range(60):
+        ids = [f"r{i}" for i in rng.choice(8, size=int(rng.integers(1, 5)), replace=False)]
+        lens = [int(rng.integers(0, K + 1)) for _ in ids]
+        acc = [int(rng.integers(0, L + 1)) for L in lens]
+        w.observe(lens, acc, ids)
+        if any(lens):
+            kept = (kept + [(lens, acc, ids)])[-W:]
+    pos = np.arange(1, K + 1)
+    n = sum((pos <= m).astype(int) for lens, accs, _ in kept for L, m in zip(lens, accs) if L)
+    r = sum(((pos <= L) & (pos <= m + 1)).astype(int) for lens, accs, _ in kept for L, m in zip(lens, accs) if L)
+    v = sum((pos <= L).astype(int) for lens, accs, _ in kept for L, m in zip(lens, accs) if L)
+    np.testing.assert_array_equal(w._accepted, n)
+    np.testing.assert_array_equal(w._reached, r)
+    np.testing.assert_array_equal(w.verified_counts(), v)
+    per = {}
+    for lens, accs, ids in kept:
+        for L, m, rid in zip(lens, accs, ids):
+            if L:
+                s = per.setdefault(rid, [np.zeros(K), np.zeros(K)])
+                s[0] += pos <= m
+                s[1] += (pos <= L) & (pos <= m + 1)
+    assert set(w.requests.sums) == set(per)
+    for rid, (a, b) in per.items():
+        np.testing.assert_array_equal(w.requests.sums[rid][0], a)
+        np.testing.assert_array_equal(w.requests.sums[rid][1], b)
+    fresh = AcceptanceWindow(max_steps=K, window_size=W)
+    for lens, accs, ids in kept:
+        fresh.observe(lens, accs, ids)
+    for batch in (None, ("r0", "r3", "r5")):
+        w.batch = fresh.batch = batch
+        np.testing.assert_allclose(w.prefix_acceptance(), fresh.prefix_acceptance(), rtol=0, atol=1e-12)
+        np.testing.assert_allclose(w.prefix_acceptance(z=1.0), fresh.prefix_acceptance(z=1.0), rtol=0, atol=1e-12)
