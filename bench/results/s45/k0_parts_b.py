@@ -3,7 +3,7 @@ engine.step and its parts (schedule, plan, collect, commit, outputs), RoundRunne
 and the refresh bookkeeping in a plain engine and an adaptive
 draft-step engine (shared target weights, one process, alternating order).
 
-    OMP_NUM_THREADS=1 taskset -c 1 python bench/results/s45/k0_parts_b.py mixed 8 mtp_step 4
+    OMP_NUM_THREADS=1 taskset -c 1 python bench/results/s45/k0_parts_b.py mixed 8 mtp_step 4 [temperature, default 0]
 """
 import collections
 import sys
@@ -15,6 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 from bench import adaptive, common
 from adaspec.sampling_params import SamplingParams
 src, B, cfg, reps = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+temp = float(sys.argv[5]) if len(sys.argv) > 5 else 0.0
 common.setup_threads(1); common.share_target_weights()
 bargs = adaptive.parse_args([f"--configs=plain,{cfg}", f"--batch_sizes={B}", "--dtypes=float32", f"--sources={src}",
                              "--num_prompts=4", "--max_tokens=256", "--ignore_eos"])
@@ -40,7 +41,8 @@ for rep in range(reps):
     for name in (["plain", cfg] if rep % 2 == 0 else [cfg, "plain"]):
         e = engines[name].engine
         c = time.process_time()
-        [e.add_request(list(p.ids), SamplingParams(temperature=0, max_tokens=256, ignore_eos=True)) for p in prompts[:B]]
+        [e.add_request(list(p.ids), SamplingParams(temperature=temp, seed=i, max_tokens=256, ignore_eos=True))
+         for i, p in enumerate(prompts[:B])]
         while e.has_unfinished(): e.step()
         total[name].append(time.process_time() - c)
 for k in sorted(T): print(k, N[k], f"{1000*T[k]/N[k]:.3f} ms/call", f"{T[k]:.2f} s")
