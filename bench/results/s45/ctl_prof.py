@@ -7,10 +7,8 @@ import sys, time, cProfile, pstats
 from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[3])); sys.path.insert(0, str(Path(__file__).resolve().parent))
 from adaspec.adaptive.step_controller import DraftStepController, StepPolicy
-from stop_aware import TABLES, anchors, stop_point
-seqs = anchors(sys.argv[1])
-by = {s: [x for x in seqs if x[0] == s] for s in ("code", "chat", "prose")}
-order = [by[s][i] for i in range(max(map(len, by.values()))) for s in by if i < len(by[s])]
+from stop_aware import TABLES, anchors, mixed_order, stop_point
+order = mixed_order(anchors(sys.argv[1]))
 costs = TABLES["zen5a"]
 
 def run():

@@ -29,7 +29,11 @@ def wrap_global(mod, name):
     setattr(mod, name, g)
 for name in ("sample", "row_generators"):
     wrap_global(rr, name)
-rr.SamplingTensors.from_params = (lambda f: classmethod(lambda cls, *a, **k: (lambda c: (f(*a, **k), T.__setitem__((current[0], "from_params"), T[current[0], "from_params"] + time.perf_counter() - c))[0])(time.perf_counter())))(rr.SamplingTensors.from_params)
+from_params = rr.SamplingTensors.from_params  # bound to the class
+def timed_from_params(*a, **k):
+    c = time.perf_counter(); r = from_params(*a, **k)
+    T[current[0], "from_params"] += time.perf_counter() - c; N[current[0], "from_params"] += 1; return r
+rr.SamplingTensors.from_params = staticmethod(timed_from_params)
 gc_t = [0.0]
 def gc_cb(phase, info):
     if phase == "start": gc_t[0] = time.perf_counter()

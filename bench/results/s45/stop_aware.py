@@ -20,6 +20,13 @@ def anchors(d):
     return seqs
 
 
+def mixed_order(seqs):
+    """The held-out sequences served one at a time in the mixed order (code, chat, prose, code, ...), as
+    bench/results/s44/replay_conf.py serves them."""
+    by = {s: [x for x in seqs if x[0] == s] for s in ("code", "chat", "prose")}
+    return [by[s][i] for i in range(max(map(len, by.values()))) for s in by if i < len(by[s])]
+
+
 def stop_point(cum, tau, kmax=5):
     return next((j for j in range(1, kmax + 1) if cum[j - 1] < tau), kmax)
 
@@ -90,9 +97,7 @@ def replay_aware(order, costs, tau, **kw):
 
 
 if __name__ == "__main__":
-    seqs = anchors(sys.argv[1])
-    by = {s: [x for x in seqs if x[0] == s] for s in ("code", "chat", "prose")}
-    order = [by[s][i] for i in range(max(map(len, by.values()))) for s in by if i < len(by[s])]
+    order = mixed_order(anchors(sys.argv[1]))
     for name, costs in TABLES.items():
         rc.COSTS[:] = costs
         fixed = {k: rc.replay(order, fixed=k) for k in range(1, 6)}

@@ -6,7 +6,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3])); sys.path.insert(0,
 import bench.results.s44.replay_conf as rc
 from adaspec.adaptive.step_controller import DraftStepController, StepPolicy
 
-from stop_aware import TABLES, anchors, stop_point
+from stop_aware import TABLES, anchors, mixed_order, stop_point
 
 
 def replay(order, costs, tau, price):
@@ -30,8 +30,7 @@ def replay(order, costs, tau, price):
 
 if __name__ == "__main__":
     seqs = anchors(sys.argv[1])
-    by = {s: [x for x in seqs if x[0] == s] for s in ("code", "chat", "prose")}
-    order = [by[s][i] for i in range(max(map(len, by.values()))) for s in by if i < len(by[s])]
+    order = mixed_order(seqs)
     allc = [cum for _, a in seqs for _, cum in a]
     for name, costs in TABLES.items():
         rc.COSTS[:] = costs
