@@ -99,6 +99,11 @@ class AcceptanceWindow:
             raise ValueError(f"{len(verify_lens)} verify lengths but {len(num_accepted)} accepted counts")
         if requests is not None and len(requests) != len(verify_lens):
             raise ValueError(f"{len(verify_lens)} verify lengths but {len(requests)} request ids")
+        if not any(verify_lens):  # a batch without drafts (k = 0: most batches of the plain floor) only counts
+            if any(num_accepted):
+                raise ValueError(f"accepted counts {list(num_accepted)} for a batch that verified no draft")
+            self.completed += 1
+            return
         per_draft = [] if requests is not None else None
         self.completed += 1
         acc = np.zeros(self.max_steps, dtype=np.int64)
@@ -215,13 +220,16 @@ class AcceptanceWindow:
         return batch_prefix_acceptance(self.batch, per.get, self._rates(accepted, reached, 0.0), z)
 
     def _rates(self, accepted: np.ndarray, reached: np.ndarray, z: float) -> np.ndarray:
-        alpha = np.empty(self.max_steps)
-        last = self.prior_rate  # never used: position 1 is always reached when a draft exists
-        for i in range(self.max_steps):
-            if reached[i] > 0:
-                last = wilson_upper(float(accepted[i]), float(reached[i]), z)
-            alpha[i] = last
-        return alpha
+        """Per position, the Wilson bound of accepted / reached, a position never reached carrying its
+        predecessor's rate (the prior before position 1: never used, position 1 is always reached when a draft
+        exists). One elementwise pass (the same IEEE operations as wilson_upper's per position: the same bits);
+        a loop of scalar calls was a third of a re-score's time in the plain floor."""
+        accepted = np.asarray(accepted, dtype=np.float64)
+        reached = np.asarray(reached, dtype=np.float64)
+        seen = reached > 0
+        rates = wilson_upper_array(accepted, np.where(seen, reached, 1.0), z)
+        last = np.maximum.accumulate(np.where(seen, np.arange(self.max_steps), -1))  # the nearest reached position
+        return np.where(last >= 0, rates[np.maximum(last, 0)], self.prior_rate)
 
     def verified_counts(self) -> np.ndarray:
         """v_i over the window (for metrics: how many drafts measured each position)."""

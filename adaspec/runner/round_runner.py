@@ -44,12 +44,19 @@ DEFAULT_MAX_PENDING = 1024
 @dataclass
 class _Pending:
     start: int  # position p of the first entry not yet given to the drafter
-    hidden: list[torch.Tensor] = field(default_factory=list)  # chunks of [n_i, F]
+    # per round, (that round's compact [rows, F] features, first row, row count): sliced only when the drafter
+    # reads them (`rows`); a request whose entries wait through a stretch of plain rounds and then finishes
+    # never pays for the slices
+    hidden: list[tuple[torch.Tensor, int, int]] = field(default_factory=list)
     next_tokens: list[int] = field(default_factory=list)
 
     @property
     def length(self) -> int:
         return len(self.next_tokens)
+
+    def rows(self) -> list[torch.Tensor]:
+        """The pending features as [n_i, F] views, oldest first."""
+        return [f[a:a + n] for f, a, n in self.hidden]
 
 
 class RoundRunner:
@@ -240,10 +247,11 @@ class RoundRunner:
     def _add_entries(self, out, entries) -> None:
         """Append each request's new refresh entries (request id, position, first row, count, next
         tokens) to its pending list. The rows every entry needs are gathered in one op per round into a
-        compact [rows, F] tensor (the capture layers concatenated), and each request keeps a view of
-        its slice: entries can wait many rounds (deferred refresh), and a view of that compact tensor
-        keeps nothing alive but entry rows. Per request a slice + copy was ~0.3% of a plain-floor round
-        at B = 16."""
+        compact [rows, F] tensor (the capture layers concatenated), and each request keeps (that tensor,
+        its first row, its row count): entries can wait many rounds (deferred refresh), and the compact
+        tensor keeps nothing alive but entry rows. Per request a slice + copy was ~0.3% of a plain-floor
+        round at B = 16; the slice itself waits for the drafter (_Pending.rows), since in the plain floor
+        most entries are never drafted from (their request finishes first)."""
         if self.drafter is None or not entries:
             return
         src = self._captured_rows(out)
@@ -252,11 +260,13 @@ class RoundRunner:
         else:
             index = [r for _, _, row, n, _ in entries for r in range(row, row + n)]
             feats = src.index_select(0, torch.tensor(index, dtype=torch.long, device=src.device))
-        at = 0
+        at, pending = 0, self.pending
         for request_id, pos, _, n, next_tokens in entries:
-            p = self.pending.setdefault(request_id, _Pending(start=pos))
+            p = pending.get(request_id)
+            if p is None:
+                p = pending[request_id] = _Pending(start=pos)
             assert p.start + p.length == pos, "refresh entries must arrive without gaps"
-            p.hidden.append(feats[at:at + n])
+            p.hidden.append((feats, at, n))
             p.next_tokens += next_tokens[:n]
             at += n
 
@@ -276,9 +286,9 @@ class RoundRunner:
         for c in chunks:
             rid = c.request.request_id
             p = self.pending[rid]
-            last = p.hidden[-1]
-            kept[rid] = _Pending(start=p.start + p.length - 1, hidden=[last[-1:]], next_tokens=p.next_tokens[-1:])
-            head = p.hidden[:-1] + ([last[:-1]] if last.shape[0] > 1 else [])
+            f, a, n = p.hidden[-1]
+            kept[rid] = _Pending(start=p.start + p.length - 1, hidden=[(f, a + n - 1, 1)], next_tokens=p.next_tokens[-1:])
+            head = p.hidden[:-1] + ([(f, a, n - 1)] if n > 1 else [])
             self.pending[rid] = _Pending(start=p.start, hidden=head, next_tokens=p.next_tokens[:-1])
         self._draft(chunks, 0, round_id)
         self.pending.update(kept)
@@ -295,7 +305,7 @@ class RoundRunner:
             slots=[c.request.slot for c in decoding],
             entry_starts=[p.start for p in batch_pending],
             entry_lens=[p.length for p in batch_pending],
-            hidden=torch.cat([h for p in batch_pending for h in p.hidden], dim=0),
+            hidden=torch.cat([h for p in batch_pending for h in p.rows()], dim=0),
             next_tokens=torch.tensor([t for p in batch_pending for t in p.next_tokens], dtype=torch.long, device=self.device),
             num_steps=num_steps,
             tokens_host=tokens_host,
