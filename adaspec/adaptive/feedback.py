@@ -105,7 +105,6 @@ class AcceptanceWindow:
             self.completed += 1
             return
         per_draft = [] if requests is not None else None
-        self.completed += 1
         acc = np.zeros(self.max_steps, dtype=np.int64)
         reach = np.zeros(self.max_steps, dtype=np.int64)
         ver = np.zeros(self.max_steps, dtype=np.int64)
@@ -126,8 +125,7 @@ class AcceptanceWindow:
             ver += first[L][0]
             if per_draft is not None:
                 per_draft.append((requests[j], first[m][1], first[r][1]))
-        if drafts == 0:
-            return
+        self.completed += 1  # after the checks: a rejected batch is not counted
         self._batches.append((acc, reach, ver, drafts, self.completed, per_draft))
         self._count(acc, reach, ver, drafts, per_draft, 1)
         if len(self._batches) > self.window_size:

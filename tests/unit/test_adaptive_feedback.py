@@ -82,6 +82,32 @@ def test_invalid_feedback_is_rejected():
         w.observe([3], [0])
     with pytest.raises(ValueError):
         w.observe([1, 1], [0])
+    with pytest.raises(ValueError):  # a batch without drafts cannot have accepted any (its fast path checks too)
+        w.observe([0, 0], [0, 1])
+    with pytest.raises(ValueError):
+        w.observe([0, 0], [0])
+    assert w.completed == 0
+
+
+def test_rates_equal_the_scalar_wilson_bound_per_position_bit_for_bit():
+    """The window's rates are computed in one elementwise pass (a re-score's hot path); each reached position must
+    carry exactly wilson_upper's value, an unreached one its predecessor's (the step controller's decisions are
+    compared by a digest of its k sequence across such changes)."""
+    from adaspec.adaptive.feedback import wilson_upper
+
+    rng = np.random.default_rng(5)
+    w = AcceptanceWindow(max_steps=6, window_size=4)
+    for _ in range(200):
+        reached = rng.integers(0, 4, size=6).astype(np.float64) * rng.choice([1.0, 0.37, 2 ** -1.3])
+        accepted = np.minimum(reached, rng.integers(0, 4, size=6) * 0.5)
+        z = float(rng.choice([0.0, 1.0, 2.0]))
+        want, last = [], w.prior_rate
+        for a, r in zip(accepted, reached):
+            if r > 0:
+                last = wilson_upper(float(a), float(r), z)
+            want.append(last)
+        got = w._rates(accepted, reached, z)
+        assert got.tolist() == want  # exact, not approx
 
 
 def test_lag_two_hides_the_previous_round():
