@@ -80,6 +80,11 @@ class AcceptanceWindow:
         self._reached = np.zeros(max_steps, dtype=np.int64)  # r_i
         self._verified = np.zeros(max_steps, dtype=np.int64)  # v_i
         self._drafts = 0
+        # the per-request point estimate of `batch` ((counts version, batch) -> [requests, positions]): unchanged
+        # while no batch with drafts enters or leaves the window and the batch holds the same requests, as through a
+        # stretch of k = 0, where a re-score every few batches recomputed it (twice) for nothing
+        self._version = 0
+        self._per_request: tuple | None = None
         # per n in 0..max_steps: the 0/1 mask of positions 1..n, as int64 (window sums) and float64 (per-request
         # records, shared by every record: read-only)
         self._first = []
@@ -133,6 +138,7 @@ class AcceptanceWindow:
             self._count(*old[:4], old[5], -1)
 
     def _count(self, acc, reach, ver, drafts, per_draft, sign: int) -> None:
+        self._version += 1
         op = np.add if sign > 0 else np.subtract  # sign is +1 (entering the window) or -1 (leaving it)
         op(self._accepted, acc, out=self._accepted)
         op(self._reached, reach, out=self._reached)
@@ -171,6 +177,8 @@ class AcceptanceWindow:
         batch observed with request ids: the mean over the batch's requests (batch_acceptance.py)."""
         if not self._composed():
             return np.cumprod(self.conditional_rates(z, weight))
+        if z == 0 and weight == 1:
+            return self.request_prefix_acceptance().mean(axis=0)  # the same computation, memoised
         w = float(weight)
         pooled = self.conditional_rates(0.0, w)  # composed: the window has drafts
 
@@ -184,7 +192,12 @@ class AcceptanceWindow:
         batch order; batch_acceptance.py), or None when estimates are not per request."""
         if not self._composed():
             return None
-        return request_prefix_acceptance(self.batch, self.requests.sums.get, self.conditional_rates())
+        key = (self._version, self.batch)
+        if self._per_request is None or self._per_request[0] != key:
+            per = request_prefix_acceptance(self.batch, self.requests.sums.get, self.conditional_rates())
+            per.setflags(write=False)  # shared by every caller until the window or the batch changes
+            self._per_request = (key, per)
+        return self._per_request[1]
 
     def drafts_of(self, request: Hashable) -> int:
         """Drafts of `request` in the window (0: none, or the window has no request ids)."""
