@@ -53,3 +53,19 @@ def test_confident_lengths_verify_up_to_the_step_that_crosses():
     assert confident_lengths(scores, 0.6) == [3, 1, 2, 2]
     assert confident_lengths(scores, 0.2) == [3, 3, 3, 3]  # 0.9 * 0.3 * 0.9 = 0.243; filler 0 crosses at 3
     assert confident_lengths(scores[:, :1], 0.95) == [1, 1, 1, 1]
+
+
+def test_confident_lengths_on_the_host_equal_the_tensor_rule():
+    """On the CPU confident_lengths reads the scores through numpy (stop 46); the lengths must be the tensor rule's
+    (float32 path products, NaN as 0, clamped to [0, 1]), also for products that land next to the threshold."""
+    g = torch.Generator().manual_seed(3)
+    for k in (1, 2, 3, 5):
+        s = torch.rand(256, k, generator=g) ** 0.3
+        s[::17, 0] = float("nan")
+        s[::13, -1] = 1.5
+        s[::11] = torch.tensor([0.6 ** (1 / k)] * k)  # products within rounding of the threshold
+        for tau in (0.2, 0.6, 0.9):
+            below = path_probabilities(s) < tau
+            want = [int(r.int().argmax()) + 1 if bool(r.any()) else k for r in below]
+            want = [1] * len(want) if k == 1 else want  # the crossing step is verified: one step is never cut
+            assert confident_lengths(s, tau) == want
