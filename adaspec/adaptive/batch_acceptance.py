@@ -41,30 +41,37 @@ SHRINK_DRAFTS = 4.0
 
 class RequestCounts:
     """Per-request accepted / reached counts over the window's batches (kept as running sums, so the
-    unaged estimate costs O(B) per call)."""
+    unaged estimate costs O(B) per call): per request two lists of floats (whole numbers), updated with
+    Python additions (a round's hot path; AcceptanceWindow.observe)."""
 
     def __init__(self, max_steps: int):
         self.max_steps = max_steps
-        self.sums: dict[Hashable, list[np.ndarray]] = {}  # request -> [accepted, reached]
+        self.sums: dict[Hashable, list[list[float]]] = {}  # request -> [accepted, reached] per position
 
-    def add(self, per_draft: Sequence[tuple[Hashable, np.ndarray, np.ndarray]], sign: int) -> None:
-        for rid, acc, reach in per_draft:
+    def add(self, per_draft: Sequence[tuple], sign: int) -> None:
+        """per_draft: (request, accepted m, reached r, ...) per draft; position i counts for accepted when
+        i < m and for reached when i < r (0-based); sign +1 enters the window, -1 leaves it."""
+        for rec in per_draft:
+            rid, m, r = rec[0], rec[1], rec[2]
             s = self.sums.get(rid)
             if s is None:
-                s = self.sums[rid] = [np.zeros(self.max_steps), np.zeros(self.max_steps)]
-            op = np.add if sign > 0 else np.subtract  # sign is +1 (entering the window) or -1 (leaving it)
-            op(s[0], acc, out=s[0])
-            op(s[1], reach, out=s[1])
-            if sign < 0 and not s[1].any():
+                s = self.sums[rid] = [[0.0] * self.max_steps, [0.0] * self.max_steps]
+            acc, reach = s
+            for i in range(m):
+                acc[i] += sign
+            for i in range(r):
+                reach[i] += sign
+            if sign < 0 and not any(reach):
                 del self.sums[rid]  # no draft of it left in the window
 
 
-def aged_counts(entries: Iterable[tuple[float, Sequence[tuple[Hashable, np.ndarray, np.ndarray]]]], batch: set,
+def aged_counts(entries: Iterable[tuple[float, Sequence[tuple]]], batch: set,
                 max_steps: int) -> dict[Hashable, list[np.ndarray]]:
-    """Per-request weighted counts of the batch's requests over (weight, per-draft records) entries."""
+    """Per-request weighted counts of the batch's requests over (weight, per-draft records) entries; a record is
+    (request, m, r, accepted mask, reached mask), the masks [max_steps] float64."""
     out: dict[Hashable, list[np.ndarray]] = {}
     for w, per_draft in entries:
-        for rid, acc, reach in per_draft:
+        for rid, _, _, acc, reach in per_draft:
             if rid in batch:
                 s = out.setdefault(rid, [np.zeros(max_steps), np.zeros(max_steps)])
                 s[0] += w * acc

@@ -76,24 +76,25 @@ class AcceptanceWindow:
         self.requests = RequestCounts(max_steps)  # per-request sums over the window (batch_acceptance.py)
         self._anonymous = 0  # window batches observed without request ids
         self.batch: tuple[Hashable, ...] | None = None  # the batch being planned (None: pooled estimates)
-        self._accepted = np.zeros(max_steps, dtype=np.int64)  # n_i summed over the window
-        self._reached = np.zeros(max_steps, dtype=np.int64)  # r_i
-        self._verified = np.zeros(max_steps, dtype=np.int64)  # v_i
+        # n_i, r_i, v_i summed over the window: Python ints (a round's bookkeeping is a few additions; as numpy
+        # arrays it was a dozen tiny array operations per round, each paying numpy's dispatch with the caches
+        # cold after the target's forward), read as arrays only by the estimates
+        self._accepted = [0] * max_steps
+        self._reached = [0] * max_steps
+        self._verified = [0] * max_steps
         self._drafts = 0
         # the per-request point estimate of `batch` ((counts version, batch) -> [requests, positions]): unchanged
         # while no batch with drafts enters or leaves the window and the batch holds the same requests, as through a
         # stretch of k = 0, where a re-score every few batches recomputed it (twice) for nothing
         self._version = 0
         self._per_request: tuple | None = None
-        # per n in 0..max_steps: the 0/1 mask of positions 1..n, as int64 (window sums) and float64 (per-request
-        # records, shared by every record: read-only)
+        # per n in 0..max_steps: the 0/1 mask of positions 1..n as float64 (the per-request records' aged counts,
+        # shared by every record: read-only)
         self._first = []
         for n in range(max_steps + 1):
-            mask = np.arange(1, max_steps + 1) <= n
-            pair = (mask.astype(np.int64), mask.astype(np.float64))
-            for a in pair:
-                a.setflags(write=False)
-            self._first.append(pair)
+            mask = (np.arange(1, max_steps + 1) <= n).astype(np.float64)
+            mask.setflags(write=False)
+            self._first.append(mask)
 
     # ---- feeding ------------------------------------------------------------------------
     def observe(self, verify_lens: list[int], num_accepted: list[int],
@@ -110,11 +111,10 @@ class AcceptanceWindow:
             self.completed += 1
             return
         per_draft = [] if requests is not None else None
-        acc = np.zeros(self.max_steps, dtype=np.int64)
-        reach = np.zeros(self.max_steps, dtype=np.int64)
-        ver = np.zeros(self.max_steps, dtype=np.int64)
+        # per position, this batch's n_i, r_i, v_i: counts of drafts with m, r, L above it
+        acc, reach, ver = [0] * self.max_steps, [0] * self.max_steps, [0] * self.max_steps
         drafts = 0
-        first = self._first  # first[n][i] = 1 if position i + 1 <= n: the masks, built once (a round's hot path)
+        first = self._first
         for j, (L, m) in enumerate(zip(verify_lens, num_accepted)):
             L, m = int(L), int(m)
             if not 0 <= m <= L:
@@ -125,11 +125,14 @@ class AcceptanceWindow:
                 continue
             drafts += 1
             r = min(L, m + 1)  # positions reached: verified, and every earlier one accepted
-            acc += first[m][0]
-            reach += first[r][0]
-            ver += first[L][0]
+            for i in range(m):
+                acc[i] += 1
+            for i in range(r):
+                reach[i] += 1
+            for i in range(L):
+                ver[i] += 1
             if per_draft is not None:
-                per_draft.append((requests[j], first[m][1], first[r][1]))
+                per_draft.append((requests[j], m, r, first[m], first[r]))
         self.completed += 1  # after the checks: a rejected batch is not counted
         self._batches.append((acc, reach, ver, drafts, self.completed, per_draft))
         self._count(acc, reach, ver, drafts, per_draft, 1)
@@ -138,11 +141,11 @@ class AcceptanceWindow:
             self._count(*old[:4], old[5], -1)
 
     def _count(self, acc, reach, ver, drafts, per_draft, sign: int) -> None:
-        self._version += 1
-        op = np.add if sign > 0 else np.subtract  # sign is +1 (entering the window) or -1 (leaving it)
-        op(self._accepted, acc, out=self._accepted)
-        op(self._reached, reach, out=self._reached)
-        op(self._verified, ver, out=self._verified)
+        self._version += 1  # sign is +1 (entering the window) or -1 (leaving it)
+        for total, part in ((self._accepted, acc), (self._reached, reach), (self._verified, ver)):
+            for i, x in enumerate(part):
+                if x:
+                    total[i] += sign * x
         self._drafts += sign * drafts
         if per_draft is None:
             self._anonymous += sign
@@ -169,7 +172,8 @@ class AcceptanceWindow:
         (weight < 1: older evidence, a wider bound)."""
         if not self.has_data:
             return np.full(self.max_steps, self.prior_rate)
-        return self._rates(self._accepted * float(weight), self._reached * float(weight), z)
+        w = float(weight)
+        return self._rates(np.array(self._accepted, dtype=np.int64) * w, np.array(self._reached, dtype=np.int64) * w, z)
 
     def prefix_acceptance(self, z: float = 0.0, weight: float = 1.0) -> np.ndarray:
         """a_i = P(first i drafts all accepted), i = 1..max_steps ([max_steps] float64, non-increasing);
@@ -184,7 +188,7 @@ class AcceptanceWindow:
 
         def counts(rid):
             c = self.requests.sums.get(rid)
-            return None if c is None else [c[0] * w, c[1] * w]
+            return None if c is None else [np.multiply(c[0], w), np.multiply(c[1], w)]
         return batch_prefix_acceptance(self.batch, counts, pooled, z)
 
     def request_prefix_acceptance(self) -> np.ndarray | None:
@@ -218,13 +222,12 @@ class AcceptanceWindow:
             raise ValueError(f"half_life must be > 0, got {half_life}")
         if not self.has_data:
             return np.full(self.max_steps, self.prior_rate)
-        accepted, reached = np.zeros(self.max_steps), np.zeros(self.max_steps)
-        weights = []
-        for acc, reach, _, _, seen, _ in self._batches:
-            w = 0.5 ** (max(0, now - max(seen, since)) / half_life)
-            weights.append(w)
-            accepted += w * acc
-            reached += w * reach
+        weights = [0.5 ** (max(0, now - max(b[4], since)) / half_life) for b in self._batches]
+        # sum over the window's batches of weight x counts, one [batches, positions] array; a running sum (cumsum),
+        # in window order, as the per-batch loop this replaced (the same bits: sum(axis=0) may add pairwise)
+        w = np.array(weights)[:, None]
+        accepted = np.cumsum(w * np.array([b[0] for b in self._batches], dtype=np.int64), axis=0)[-1]
+        reached = np.cumsum(w * np.array([b[1] for b in self._batches], dtype=np.int64), axis=0)[-1]
         if not self._composed():
             return np.cumprod(self._rates(accepted, reached, z))
         per = aged_counts(((w, b[5]) for w, b in zip(weights, self._batches)), set(self.batch), self.max_steps)
@@ -244,7 +247,7 @@ class AcceptanceWindow:
 
     def verified_counts(self) -> np.ndarray:
         """v_i over the window (for metrics: how many drafts measured each position)."""
-        return self._verified.copy()
+        return np.array(self._verified, dtype=np.int64)
 
 
 def wilson_upper(successes: float, trials: float, z: float) -> float:
