@@ -236,8 +236,8 @@ class AcceptanceWindow:
     def _rates(self, accepted: np.ndarray, reached: np.ndarray, z: float) -> np.ndarray:
         """Per position, the Wilson bound of accepted / reached, a position never reached carrying its
         predecessor's rate (the prior before position 1: never used, position 1 is always reached when a draft
-        exists). One elementwise pass (the same IEEE operations as wilson_upper's per position: the same bits);
-        a loop of scalar calls was a third of a re-score's time in the plain floor."""
+        exists). One elementwise pass (the same IEEE operations as wilson_upper's per position: the same bits)
+        instead of a scalar call per position, each of which built and read back one-element arrays."""
         accepted = np.asarray(accepted, dtype=np.float64)
         reached = np.asarray(reached, dtype=np.float64)
         seen = reached > 0
