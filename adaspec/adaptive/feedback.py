@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
 from collections import deque
 from typing import Any, Generic, Hashable, Sequence, TypeVar
 
@@ -173,7 +174,7 @@ class AcceptanceWindow:
         if not self.has_data:
             return np.full(self.max_steps, self.prior_rate)
         w = float(weight)
-        return self._rates(np.array(self._accepted, dtype=np.int64) * w, np.array(self._reached, dtype=np.int64) * w, z)
+        return self._rates([a * w for a in self._accepted], [r * w for r in self._reached], z)
 
     def prefix_acceptance(self, z: float = 0.0, weight: float = 1.0) -> np.ndarray:
         """a_i = P(first i drafts all accepted), i = 1..max_steps ([max_steps] float64, non-increasing);
@@ -233,21 +234,31 @@ class AcceptanceWindow:
         per = aged_counts(((w, b[5]) for w, b in zip(weights, self._batches)), set(self.batch), self.max_steps)
         return batch_prefix_acceptance(self.batch, per.get, self._rates(accepted, reached, 0.0), z)
 
-    def _rates(self, accepted: np.ndarray, reached: np.ndarray, z: float) -> np.ndarray:
-        """Per position, the Wilson bound of accepted / reached, a position never reached carrying its
-        predecessor's rate (the prior before position 1: never used, position 1 is always reached when a draft
-        exists). One elementwise pass (the same IEEE operations as wilson_upper's per position: the same bits)
-        instead of a scalar call per position, each of which built and read back one-element arrays."""
-        accepted = np.asarray(accepted, dtype=np.float64)
-        reached = np.asarray(reached, dtype=np.float64)
-        seen = reached > 0
-        rates = wilson_upper_array(accepted, np.where(seen, reached, 1.0), z)
-        last = np.maximum.accumulate(np.where(seen, np.arange(self.max_steps), -1))  # the nearest reached position
-        return np.where(last >= 0, rates[np.maximum(last, 0)], self.prior_rate)
-
+    def _rates(self, accepted, reached, z: float) -> np.ndarray:
+        """Per position, the Wilson bound of accepted / reached (`wilson_upper`), a position never reached carrying
+        its predecessor's rate (the prior before position 1: never used, position 1 is always reached when a draft
+        exists). In Python floats: the same IEEE operations as wilson_upper_array's, so the same bits, without a
+        numpy call per step on a handful of positions (the controller re-scores after every few rounds, with the
+        caches cold after the target's forward)."""
+        out, last = [], self.prior_rate
+        for a, r in zip(accepted, reached):
+            if r > 0:
+                last = _wilson_upper_float(float(a), float(r), z)
+            out.append(last)
+        return np.array(out, dtype=np.float64)
     def verified_counts(self) -> np.ndarray:
         """v_i over the window (for metrics: how many drafts measured each position)."""
         return np.array(self._verified, dtype=np.int64)
+
+
+def _wilson_upper_float(p_succ: float, trials: float, z: float) -> float:
+    """wilson_upper_array's formula on one pair of Python floats (trials > 0), operation for operation."""
+    p = p_succ / trials
+    if z <= 0.0:
+        return p
+    z2n = z * z / trials
+    half = z * math.sqrt(max(p * (1.0 - p), 0.0) / trials + z2n / (4.0 * trials))
+    return min(1.0, (p + z2n / 2.0 + half) / (1.0 + z2n))
 
 
 def wilson_upper(successes: float, trials: float, z: float) -> float:
