@@ -49,10 +49,9 @@ class RequestCounts:
         self.sums: dict[Hashable, list[list[float]]] = {}  # request -> [accepted, reached] per position
 
     def add(self, per_draft: Sequence[tuple], sign: int) -> None:
-        """per_draft: (request, accepted m, reached r, ...) per draft; position i counts for accepted when
+        """per_draft: (request, accepted m, reached r) per draft; position i counts for accepted when
         i < m and for reached when i < r (0-based); sign +1 enters the window, -1 leaves it."""
-        for rec in per_draft:
-            rid, m, r = rec[0], rec[1], rec[2]
+        for rid, m, r in per_draft:
             s = self.sums.get(rid)
             if s is None:
                 s = self.sums[rid] = [[0.0] * self.max_steps, [0.0] * self.max_steps]
@@ -68,14 +67,14 @@ class RequestCounts:
 def aged_counts(entries: Iterable[tuple[float, Sequence[tuple]]], batch: set,
                 max_steps: int) -> dict[Hashable, list[np.ndarray]]:
     """Per-request weighted counts of the batch's requests over (weight, per-draft records) entries; a record is
-    (request, m, r, accepted mask, reached mask), the masks [max_steps] float64."""
+    (request, accepted m, reached r): the weight counts for the first m, resp. r, positions."""
     out: dict[Hashable, list[np.ndarray]] = {}
     for w, per_draft in entries:
-        for rid, _, _, acc, reach in per_draft:
+        for rid, m, r in per_draft:
             if rid in batch:
                 s = out.setdefault(rid, [np.zeros(max_steps), np.zeros(max_steps)])
-                s[0] += w * acc
-                s[1] += w * reach
+                s[0][:m] += w
+                s[1][:r] += w
     return out
 
 

@@ -51,8 +51,7 @@ from typing import Any, Generic, Hashable, Sequence, TypeVar
 
 import numpy as np
 
-from .batch_acceptance import (RequestCounts, aged_counts, batch_prefix_acceptance, request_prefix_acceptance,
-                               wilson_upper_array)
+from .batch_acceptance import RequestCounts, aged_counts, batch_prefix_acceptance, request_prefix_acceptance
 
 T = TypeVar("T")
 
@@ -89,13 +88,6 @@ class AcceptanceWindow:
         # stretch of k = 0, where a re-score every few batches recomputed it (twice) for nothing
         self._version = 0
         self._per_request: tuple | None = None
-        # per n in 0..max_steps: the 0/1 mask of positions 1..n as float64 (the per-request records' aged counts,
-        # shared by every record: read-only)
-        self._first = []
-        for n in range(max_steps + 1):
-            mask = (np.arange(1, max_steps + 1) <= n).astype(np.float64)
-            mask.setflags(write=False)
-            self._first.append(mask)
 
     # ---- feeding ------------------------------------------------------------------------
     def observe(self, verify_lens: list[int], num_accepted: list[int],
@@ -115,7 +107,6 @@ class AcceptanceWindow:
         # per position, this batch's n_i, r_i, v_i: counts of drafts with m, r, L above it
         acc, reach, ver = [0] * self.max_steps, [0] * self.max_steps, [0] * self.max_steps
         drafts = 0
-        first = self._first
         for j, (L, m) in enumerate(zip(verify_lens, num_accepted)):
             L, m = int(L), int(m)
             if not 0 <= m <= L:
@@ -133,7 +124,7 @@ class AcceptanceWindow:
             for i in range(L):
                 ver[i] += 1
             if per_draft is not None:
-                per_draft.append((requests[j], m, r, first[m], first[r]))
+                per_draft.append((requests[j], m, r))
         self.completed += 1  # after the checks: a rejected batch is not counted
         self._batches.append((acc, reach, ver, drafts, self.completed, per_draft))
         self._count(acc, reach, ver, drafts, per_draft, 1)
@@ -237,13 +228,13 @@ class AcceptanceWindow:
     def _rates(self, accepted, reached, z: float) -> np.ndarray:
         """Per position, the Wilson bound of accepted / reached (`wilson_upper`), a position never reached carrying
         its predecessor's rate (the prior before position 1: never used, position 1 is always reached when a draft
-        exists). In Python floats: the same IEEE operations as wilson_upper_array's, so the same bits, without a
-        numpy call per step on a handful of positions (the controller re-scores after every few rounds, with the
+        exists). In Python floats (`wilson_upper`: the same bits as wilson_upper_array), without a numpy call per
+        step on a handful of positions (the controller re-scores after every few rounds, with the
         caches cold after the target's forward)."""
         out, last = [], self.prior_rate
         for a, r in zip(accepted, reached):
             if r > 0:
-                last = _wilson_upper_float(float(a), float(r), z)
+                last = wilson_upper(float(a), float(r), z)
             out.append(last)
         return np.array(out, dtype=np.float64)
     def verified_counts(self) -> np.ndarray:
@@ -251,22 +242,18 @@ class AcceptanceWindow:
         return np.array(self._verified, dtype=np.int64)
 
 
-def _wilson_upper_float(p_succ: float, trials: float, z: float) -> float:
-    """wilson_upper_array's formula on one pair of Python floats (trials > 0), operation for operation."""
-    p = p_succ / trials
+def wilson_upper(successes: float, trials: float, z: float) -> float:
+    """Upper end of the Wilson score interval of a binomial rate (`z` = 0: the plain ratio).
+    Counts may be fractional (down-weighted evidence). batch_acceptance.wilson_upper_array's formula on Python
+    floats, operation for operation: the same bits (a test holds them equal)."""
+    if not trials > 0:
+        raise ValueError(f"trials must be > 0, got {trials}")
+    p = successes / trials
     if z <= 0.0:
         return p
     z2n = z * z / trials
     half = z * math.sqrt(max(p * (1.0 - p), 0.0) / trials + z2n / (4.0 * trials))
     return min(1.0, (p + z2n / 2.0 + half) / (1.0 + z2n))
-
-
-def wilson_upper(successes: float, trials: float, z: float) -> float:
-    """Upper end of the Wilson score interval of a binomial rate (`z` = 0: the plain ratio).
-    Counts may be fractional (down-weighted evidence)."""
-    if not trials > 0:
-        raise ValueError(f"trials must be > 0, got {trials}")
-    return float(wilson_upper_array(np.array([successes], dtype=np.float64), np.array([trials], dtype=np.float64), z)[0])
 
 
 class LaggedFeedback(Generic[T]):

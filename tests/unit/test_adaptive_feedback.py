@@ -89,11 +89,15 @@ def test_invalid_feedback_is_rejected():
     assert w.completed == 0
 
 
-def test_rates_equal_the_scalar_wilson_bound_per_position_bit_for_bit():
-    """The window's rates are computed in one elementwise pass (a re-score's hot path); each reached position must
-    carry exactly wilson_upper's value, an unreached one its predecessor's (the step controller's decisions are
-    compared by a digest of its k sequence across such changes)."""
-    from adaspec.adaptive.feedback import wilson_upper
+def test_rates_equal_the_array_wilson_bound_per_position_bit_for_bit():
+    """The window's rates are computed on Python floats (a re-score's hot path, feedback.wilson_upper); each reached
+    position must carry exactly the value of the array form the per-request estimates use
+    (batch_acceptance.wilson_upper_array), an unreached one its predecessor's (the step controller's decisions are
+    compared by a digest of its decision records across such changes)."""
+    from adaspec.adaptive.batch_acceptance import wilson_upper_array
+
+    def wilson_upper(a, r, z):
+        return float(wilson_upper_array(np.array([a]), np.array([r]), z)[0])
 
     rng = np.random.default_rng(5)
     w = AcceptanceWindow(max_steps=6, window_size=4)
