@@ -51,7 +51,7 @@ def confident_lengths(scores: torch.Tensor, stop_below: float) -> list[int]:
     if k <= 1:
         return [k] * B
     if scores.device.type == "cpu":
-        s = np.clip(np.nan_to_num(scores.detach().numpy().astype(np.float32, copy=False), nan=0.0), 0.0, 1.0)
+        s = np.clip(np.nan_to_num(scores.detach().float().numpy(), nan=0.0), 0.0, 1.0)  # as path_probabilities: float32
         below = np.cumprod(s, axis=-1, dtype=np.float32) < np.float32(stop_below)
         return [int(row.argmax()) + 1 if row.any() else k for row in below]
     below = path_probabilities(scores) < stop_below

@@ -69,3 +69,8 @@ def test_confident_lengths_on_the_host_equal_the_tensor_rule():
             want = [int(r.int().argmax()) + 1 if bool(r.any()) else k for r in below]
             want = [1] * len(want) if k == 1 else want  # the crossing step is verified: one step is never cut
             assert confident_lengths(s, tau) == want
+    # a draft running in half precision hands over half-precision scores (numpy has no bfloat16)
+    for dtype in (torch.bfloat16, torch.float16):
+        s = (torch.rand(64, 3, generator=g) ** 0.3).to(dtype)
+        below = path_probabilities(s) < 0.6
+        assert confident_lengths(s, 0.6) == [int(r.int().argmax()) + 1 if bool(r.any()) else 3 for r in below]
