@@ -36,6 +36,9 @@ class RoundPlan:
     # (the draft step's confidence stop, adaptive/step_policy.py), and the draft may stop once every request is below
     # it; 0 = off
     stop_below: float = 0.0
+    # a plain round the adaptive draft step runs inside a k = 1 stretch to time it against k = 1 rounds (its served
+    # pricing, adaptive/step_served.py; metrics `<ns>:adaptive_cost_check_rounds_total`)
+    cost_check: bool = False
 
     @staticmethod
     def plain(num_decoding: int) -> "RoundPlan":

@@ -76,6 +76,9 @@ at k = 0 does not call the drafter; its refresh entries wait for the next drafti
 
 Exploration priced by the table and its backoff: step_explore.py.
 
+Pricing k = 1 from served round times, and the cost checks that time it (`served_costs`, default on):
+step_served.py.
+
 """
 
 from __future__ import annotations
@@ -87,6 +90,7 @@ from typing import Callable, Sequence
 from .feedback import DEFAULT_PRIOR_RATE, AcceptanceWindow, LaggedFeedback
 from .step_costs import StepCostTables
 from .step_explore import StepExploration
+from .step_served import ServedPricing
 from .step_policy import StepPolicy, StepScoring, _best_speculative, best_step, step_throughput
 
 __all__ = ["CostFn", "DraftStepController", "StepDecision", "StepPolicy", "best_step", "step_throughput"]
@@ -101,13 +105,13 @@ class StepDecision:
     bcap: int | None
     previous_k: int
     k: int  # the k this decision put in force (for a fallback/probe: this batch only)
-    reason: str  # "switch", "floor" (plain_floor), "keep", "no feedback", "fallback: ...", "probe"
+    reason: str  # "switch", "floor" (plain_floor), "keep", "no feedback", "fallback: ...", "probe", "cost check"
     predicted: dict[int, float] = field(default_factory=dict)
     gain: float | None = None  # (best - current) / current
     optimistic: dict[int, float] = field(default_factory=dict)  # at k = 0: k >= 1 under the aged upper bound
 
 
-class DraftStepController(StepExploration, StepScoring):
+class DraftStepController(StepExploration, StepScoring, ServedPricing):
     """observe() completed batches, plan() one k per batch (R-C1, R-C2)."""
 
     def __init__(
@@ -164,6 +168,7 @@ class DraftStepController(StepExploration, StepScoring):
         self._fallback_bcap: object = ()  # (bcap, why) of the last recorded fallback: one record per episode
         self.decisions: deque[StepDecision] = deque(maxlen=history)
         self.k_histogram: Counter[int] = Counter()  # k returned by plan(), per batch
+        self._init_served()
 
     @property
     def completed(self) -> int:
@@ -190,7 +195,7 @@ class DraftStepController(StepExploration, StepScoring):
         tokens, acceptance relative to the batch's): k is then scored by closed_step.closed_throughput."""
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        self.last_probe = False
+        self.last_probe = self.last_check = False
         for lens, acc, ids in self.feedback.release(round_id):
             self.window.observe(lens, acc, ids)
 
@@ -222,7 +227,7 @@ class DraftStepController(StepExploration, StepScoring):
             self.k_histogram[self.k_max] += 1
             return self.k_max
         self._fallback_bcap = ()
-        table = self.costs.for_batch(batch_size, bcap, table, kv_len)
+        table = self._served_table(batch_size, self.costs.for_batch(batch_size, bcap, table, kv_len), round_id)
         if self._scored_table is None:
             self._scored_table = table  # the first covered batch's table; a later one re-scores at once
             self._scored_batch = self._batch
@@ -261,6 +266,9 @@ class DraftStepController(StepExploration, StepScoring):
             self.probe_rounds += 1
             self.last_probe = True
             self.decisions.append(StepDecision(self.completed, batch_size, bcap, 0, k, "probe"))
+        elif self._cost_check(batch_size, k, table, can_verify, round_id):
+            k, self.last_check = 0, True
+            self.decisions.append(StepDecision(self.completed, batch_size, bcap, self.k, 0, "cost check"))
         self.k_histogram[k] += 1
         return k
 

@@ -60,6 +60,10 @@ class StepPolicy:
     # B >= 4 moved within noise (BENCHMARKS.md stop 44); 0 = every request drafts and verifies k (R-C1). MTP only (not
     # the Suffix drafts, engine/control.py); on CUDA the draft's early end reads the path probabilities once per step
     confidence_stop: float = 0.6
+    # k = 1 is priced at the ratio of its served round times to plain rounds' (timed next to each other in the
+    # running engine) once known, and a marginal k = 1 runs a plain batch now and then to time it (step_served.py);
+    # False = the start-up cost table alone prices (R-C3)
+    served_costs: bool = True
 
     def __post_init__(self):
         if not 0.0 <= self.confidence_stop < 1.0:

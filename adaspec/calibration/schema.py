@@ -178,6 +178,9 @@ class DraftStepPolicy(BaseModel):
     # adaspec's extension: a request stops drafting (and verifying) after the first step whose path probability falls
     # below this; 0 = off (adaptive/step_policy.py)
     confidence_stop: float = Field(0.6, ge=0.0, lt=1.0, allow_inf_nan=False)
+    # adaspec's extension: k = 1 priced from served round times next to plain ones, with a plain batch now and then
+    # while k = 1 is marginal; false = the cost table alone (adaptive/step_served.py)
+    served_costs: bool = True
 
 
 class DraftStepCalibration(_CalibrationFields):

@@ -111,6 +111,7 @@ class AdaptiveControl:
                 buckets=self.geometry.request_buckets)
             if log:
                 self.log(self.step.describe_exploration())
+                self.log(self.step.describe_served())
         else:
             # None: the drafter's proposals cannot be foreseen from lagged feedback (floor.NEVER_SKIPPED)
             self.floor = PlainFloor() if floor_applies(getattr(self.engine, "drafter", None)) else None
@@ -265,7 +266,7 @@ class AdaptiveControl:
             # drafts' scores are online acceptance estimates of free proposals, for which it was never measured
             stop = self.step.policy.confidence_stop if self.algorithm == "MTP" else 0.0
             if not self.step.last_probe:
-                return RoundPlan(k, caps, round_id=round_id, stop_below=stop)
+                return RoundPlan(k, caps, round_id=round_id, stop_below=stop, cost_check=self.step.last_check)
             # a k = 0 probe drafts for a quarter of the batch, as the plain floor's do (floor.py): after a
             # long stretch at k = 0 the drafter would otherwise catch up on every request's skipped context
             subset, caps = self._probe_subset(decoding, caps)
@@ -339,10 +340,19 @@ class AdaptiveControl:
             self._closed_values[B] = closed_batch_value(B, 0, self.geometry.request_buckets, self.table.plain_cost_ms)
         return self._closed_values[B]
 
-    def observe(self, result, round_id: int) -> None:
-        """A completed round's result, as the normal result path delivered it (R-C4)."""
+    def observe(self, result, round_id: int, plan: RoundPlan | None = None, seconds: float | None = None,
+                decode_only: bool = False) -> None:
+        """A completed round's result, as the normal result path delivered it (R-C4). With its `plan`, the
+        `seconds` it took as served and whether its batch held only decoding requests (`decode_only`), the draft
+        step also prices k = 1 from served rounds (adaptive/step_served.py)."""
         if self.step is not None:
             self.step.observe(result.verify_lens, result.num_accepted, round_id=round_id)
+            if plan is not None and seconds is not None and round_id is not None:
+                k = plan.num_steps
+                # pure: decode only, no probe subset, every request drafted and verified the round's k
+                pure = (decode_only and not plan.probe and plan.draft_only is None
+                        and all(L == k for L in result.verify_lens))
+                self.step.observe_round(round_id, len(result.verify_lens), k, 1000.0 * seconds, pure)
         elif any(result.draft_scores) and (self.verify.mode == "async" or self.floor is not None):
             # a round that skipped its draft has no scores, nor do the requests a probe left out;
             # synchronous admission without the floor's gate reads no lagged feedback at all (its heap
@@ -351,6 +361,7 @@ class AdaptiveControl:
 
     def summary(self) -> dict:
         if self.step is not None:
-            return {"chosen_k": dict(sorted(self.step.k_histogram.items())), **self.step.exploration_summary()}
+            return {"chosen_k": dict(sorted(self.step.k_histogram.items())), **self.step.exploration_summary(),
+                    "cost_checks": self.step.cost_checks}
         return {"chosen_G": dict(sorted(self.verify.g_histogram.items())),
                 **(self.floor.summary() if self.floor is not None else {})}

@@ -233,7 +233,8 @@ class LLMEngine:
                 req.num_drafts, req.num_draft_tokens = req.num_drafts + 1, req.num_draft_tokens + L
                 req.num_accepted_tokens += m
         if self.control is not None:
-            self.control.observe(result, plan.round_id)
+            self.control.observe(result, plan.round_id, plan, finished - started,
+                                 all(c.is_decode for c in batch.chunks))
         if self._drafter_observe is not None and decoding:
             self._drafter_observe(plan.round_id, result.verify_lens, result.num_accepted)
         updated = self.commit(batch, result)

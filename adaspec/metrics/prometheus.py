@@ -23,7 +23,8 @@ Names follow vLLM's where a vLLM user already scrapes one, with the same meaning
   the histogram `<ns>:round_cost_ratio` (measured / predicted, on pure-decode rounds the cost table
   covers: the cost-model error), `<ns>:round_duration_seconds` (every round); exploration and the
   plain floor (issue 13): `<ns>:adaptive_rounds_total`, `<ns>:adaptive_probe_rounds_total` (their
-  ratio is the share of probe rounds) and `<ns>:adaptive_plain_rounds_total` (rounds that drafted nothing). Round times are the
+  ratio is the share of probe rounds), `<ns>:adaptive_plain_rounds_total` (rounds that drafted nothing) and
+  `<ns>:adaptive_cost_check_rounds_total` (plain rounds the draft step runs to time k = 1 as served). Round times are the
   engine's host timestamps at the round's existing result read-back (RoundEvent; no device sync).
 """
 
@@ -103,6 +104,9 @@ class ServerMetrics:
         self.plain_rounds = Counter(f"{ns}:adaptive_plain_rounds",
                                     "Adaptive rounds that drafted nothing (k = 0, or the plain floor skipped the draft)",
                                     registry=r)
+        self.cost_check_rounds = Counter(f"{ns}:adaptive_cost_check_rounds",
+                                         "Plain rounds the adaptive draft step ran to time k = 1 against them",
+                                         registry=r)
         self.round_time = Histogram(f"{ns}:round_duration_seconds", "Measured time of every round", registry=r,
                                     buckets=TOKEN_LATENCY_BUCKETS)
         self._lock = threading.Lock()
@@ -172,6 +176,8 @@ class ServerMetrics:
                 self.probe_rounds.inc()
             if not plan.num_steps:
                 self.plain_rounds.inc()
+            if plan.cost_check:
+                self.cost_check_rounds.inc()
         if not ev.decoding or not plan.num_steps:
             return
         drafts = [(L, m) for L, m in zip(lens, acc) if L]

@@ -232,3 +232,32 @@ def test_table_from_other_layer_kernels_is_refused(tiny_llama_dir, cal_files, tm
     assert e.value.fields == ["layer_kernels"]
     assert "layer_kernels: table 'torch', engine 'native'" in str(e.value)
     assert "--layer_kernels=torch" in str(e.value)
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+def test_cost_checks_and_served_pricing_are_lossless(tiny_llama_dir, plain, linear_backend, cal_files, monkeypatch,
+                                                     overlap):
+    """The draft step's served pricing (adaptive/step_served.py, issue 13): the engine hands every round's served time
+    to the controller, and the plain rounds it runs inside a k = 1 stretch to time it (cost checks, here forced every
+    other batch) leave greedy output equal to plain (R-B2), with and without schedule overlap."""
+    from adaspec.adaptive import step_served
+
+    monkeypatch.setattr(step_served, "CHECK_MARGIN", 1e9)  # every k = 1 counts as marginal
+    monkeypatch.setattr(step_served, "CHECK_EVERY", 2)
+    params, ref = plain
+    llm = _engine(tiny_llama_dir, [o.prompt_token_ids + o.token_ids for o in ref], linear_backend=linear_backend,
+                  speculative_algorithm="MTP", num_speculative_tokens=1, enable_adaptive_draft_step=True,
+                  adaptive_draft_step_config=str(cal_files[1]), enable_schedule_overlap=overlap)
+    eng = llm.engine
+    install_cheap_costs(eng)  # k = 1 pays on the table, whatever this machine's timing
+    plans = []
+    run = eng.rounds.run
+    eng.rounds.run = lambda chunks, plan: plans.append(plan) or run(chunks, plan)
+    done = run_staggered(eng, PROMPTS, params)
+    assert [d.token_ids for d in done] == [r.token_ids for r in ref]
+    step = eng.control.step
+    checks = [p for p in plans if p.cost_check]
+    assert step.cost_checks == len(checks) > 0 and all(p.num_steps == 0 for p in checks)
+    assert any(p.num_steps == 1 for p in plans)
+    assert step.served.last_round == eng.round_id  # every round's time reached the controller
+    assert eng.control.summary()["cost_checks"] == step.cost_checks

@@ -1,0 +1,154 @@
+"""Speculation priced from the rounds the engine serves (adaspec's extension of R-C3, issue 13; a mixin of
+DraftStepController, step_controller.py).
+
+The cost table is measured once, at start-up, on synthetic requests. Where speculation is marginal its error
+decides the sign: on the Zen 4 VM of stop 46 a process's table priced MTP k = 1 at mixed B = 4 at 1.48x a plain
+round while its k = 1 rounds were served at 1.34x, and in chat at B = 4 and prose at B = 8 the draft step kept a
+k = 1 that lost 2-4% to plain (BENCHMARKS.md, stop 46). The engine times every round anyway (RoundEvent), so the
+draft step measures what k = 1 costs relative to a plain round *as served*, and prices speculation by it.
+
+- **The served ratio** (`ServedRatio`): every pure plain round (k = 0, decode only, no probe) whose neighbours
+  within `NEIGHBOURS` rounds include at least `MIN_NEIGHBOURS` pure k = 1 rounds of the same request count gives a
+  sample, median(neighbours' ms) / its ms. A k = 1 round counts only when the round before it was a pure k = 1
+  round too: the first drafting round after a plain one catches up on the plain round's deferred draft context
+  (round_runner.py), a cost of switching, not of k = 1. Neighbours on both sides cancel the slow growth of the
+  KV length, and a ratio of rounds a few milliseconds apart cancels most of a busy machine's drift. The ratio
+  for B requests is the median of its last `SAMPLES` samples, once it has `MIN_SAMPLES` of them no older than
+  `MAX_AGE` rounds; before that (and for k = 0 never served next to k = 1) the table alone prices.
+- **Pricing** (`_served_table`): with a served ratio rho for the batch's request count, every k >= 1 of the table
+  is scaled by rho * cost(0) / cost(1), so that k = 1 costs rho plain rounds and the table's shape between the
+  step counts is kept. Every rule (the re-score, the plain floor, leaving k = 0, exploration's price) then reads
+  the served price; a new ratio re-prices the batch at once, as a new request count does.
+- **Cost checks**: at k = 1 a plain round is needed next to k = 1 rounds. While the k = 1 the controller keeps is
+  marginal (its predicted gain over plain, at the point estimate and the current price, below `CHECK_MARGIN`),
+  one batch in `CHECK_EVERY` runs at k = 0 (one in `CHECK_EVERY_KNOWN` once the ratio is known); the decision
+  record says "cost check" and `cost_checks` counts them (the summary, the start-up log, the metrics). A check costs
+  at most the margin of one batch in CHECK_EVERY; where k = 1 is not marginal there are none. Only k = 1 is
+  measured: above it the confidence stop makes a round's depth vary (step_policy.py), so the table's k prices it.
+
+Nothing here reads the target or changes what a round verifies beyond choosing k, so it is lossless as every k is.
+Without round timings (`observe_round` never called, or `policy.served_costs` off) the table alone prices and no
+check runs: decisions are exactly those of the table-only controller.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import deque
+from typing import NamedTuple
+
+NEIGHBOURS = 5  # rounds on either side of a plain round searched for k = 1 neighbours
+MIN_NEIGHBOURS = 2
+SAMPLES = 9  # the ratio is the median of this many latest samples
+MIN_SAMPLES = 5
+MAX_AGE = 4096  # rounds after which a sample no longer prices
+CHECK_MARGIN = 0.2  # a k = 1 predicted to gain less than this over plain is checked (the table's error is ~10%)
+CHECK_EVERY = 16  # batches at k = 1 between cost checks while the ratio is unknown
+CHECK_EVERY_KNOWN = 64  # ... and once it is known
+
+
+class _Round(NamedTuple):
+    batch_size: int
+    k: int
+    ms: float
+    pure: bool
+
+
+class ServedRatio:
+    """What a k = 1 round costs over a plain round, per request count, from served round times (module docstring)."""
+
+    def __init__(self):
+        self._rounds: dict[int, _Round] = {}
+        self._samples: dict[int, deque[tuple[int, float]]] = {}
+        self.last_round: int | None = None
+
+    def record(self, round_id: int, batch_size: int, k: int, ms: float, pure: bool) -> None:
+        """A completed round (rounds are recorded in id order; a failed round is simply missing)."""
+        self._rounds[round_id] = _Round(batch_size, k, float(ms), bool(pure) and ms > 0)
+        self.last_round = round_id
+        for old in [r for r in self._rounds if r < round_id - 2 * NEIGHBOURS - 1]:
+            del self._rounds[old]
+        centre = round_id - NEIGHBOURS  # every neighbour of this round has now completed
+        c = self._rounds.get(centre)
+        if c is None or not c.pure or c.k != 0:
+            return
+        near = [self._rounds[j].ms for j in range(centre - NEIGHBOURS, centre + NEIGHBOURS + 1)
+                if j != centre and self._steady(j, c.batch_size)]
+        if len(near) >= MIN_NEIGHBOURS:
+            samples = self._samples.setdefault(c.batch_size, deque(maxlen=SAMPLES))
+            samples.append((centre, statistics.median(near) / c.ms))
+
+    def _steady(self, j: int, batch_size: int) -> bool:
+        """Round j is a pure k = 1 round of `batch_size` requests after one like it (module docstring)."""
+        r, before = self._rounds.get(j), self._rounds.get(j - 1)
+        return all(x is not None and x.pure and x.k == 1 and x.batch_size == batch_size for x in (r, before))
+
+    def samples(self, batch_size: int, now: int | None = None) -> list[float]:
+        """The current samples for `batch_size` requests (those no older than MAX_AGE rounds)."""
+        now = self.last_round if now is None else now
+        return [x for r, x in self._samples.get(batch_size, ()) if now is None or now - r <= MAX_AGE]
+
+    def ratio(self, batch_size: int, now: int | None = None) -> float | None:
+        """Served k = 1 cost over plain for `batch_size` requests, or None while fewer than MIN_SAMPLES."""
+        s = self.samples(batch_size, now)
+        return statistics.median(s) if len(s) >= MIN_SAMPLES else None
+
+
+class ServedPricing:
+    """The draft step controller's served pricing and cost checks; needs the controller's `policy` and `window`."""
+
+    def _init_served(self) -> None:
+        self.served = ServedRatio()
+        self._timed = False  # observe_round was called: the engine reports round times
+        self.cost_checks = 0
+        self.last_check = False  # whether the batch plan() returned last is a cost check
+        self._since_check = 0  # batches planned at k = 1 since the last cost check
+        self._served_tables: dict[int, tuple[dict, float, dict]] = {}
+
+    def observe_round(self, round_id: int, batch_size: int, k: int, ms: float, pure: bool) -> None:
+        """A completed round's time as served (ms; `pure`: decode only, every request drafted and verified k)."""
+        if self.policy.served_costs:
+            self._timed = True
+            self.served.record(round_id, batch_size, k, ms, pure)
+
+    def _served_table(self, batch_size: int, table: dict[int, float], round_id: int | None) -> dict[int, float]:
+        """`table` with its k >= 1 scaled so that k = 1 costs the served ratio (module docstring); `table` itself
+        without one. The result is cached, so that the same price is the same object (the controller re-scores
+        when the table object changes)."""
+        if not self._timed or 0 not in table or 1 not in table:
+            return table
+        rho = self.served.ratio(batch_size, round_id)
+        if rho is None:
+            return table
+        cached = self._served_tables.get(batch_size)
+        if cached is not None and cached[0] is table and cached[1] == rho:
+            return cached[2]
+        f = rho * table[0] / table[1]
+        priced = {k: c * f if k > 0 else c for k, c in table.items()}
+        self._served_tables[batch_size] = (table, rho, priced)
+        return priced
+
+    def _cost_check(self, batch_size: int, k: int, table: dict[int, float], can_verify: bool,
+                    round_id: int | None) -> bool:
+        """Whether this batch, planned at k, runs at k = 0 to time a plain round next to k = 1 ones."""
+        if not self._timed or k != 1 or 0 not in table:
+            return False
+        self._since_check += 1
+        known = self.served.ratio(batch_size, round_id) is not None
+        if not can_verify or self._since_check < (CHECK_EVERY_KNOWN if known else CHECK_EVERY):
+            return False
+        a1 = self.window.prefix_acceptance()[0]
+        gain = (1.0 + a1) * table[0] / table[1] - 1.0
+        if gain >= CHECK_MARGIN:
+            return False
+        self._since_check = 0
+        self.cost_checks += 1
+        return True
+
+    def describe_served(self) -> str:
+        if not self.policy.served_costs:
+            return "[adaspec] served pricing: off (policy.served_costs); the cost table alone prices speculation"
+        return (f"[adaspec] served pricing: k = 1 is priced from served round times once {MIN_SAMPLES} plain rounds "
+                f"have been timed next to k = 1 ones at the batch's request count; while k = 1 gains less than "
+                f"{100 * CHECK_MARGIN:.0f}% over plain, one batch in {CHECK_EVERY} ({CHECK_EVERY_KNOWN} once "
+                f"priced) runs plain to time it (cost checks)")

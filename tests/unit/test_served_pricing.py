@@ -1,0 +1,133 @@
+"""The draft step's served pricing (adaptive/step_served.py, adaspec's extension of R-C3, issue 13): k = 1 priced from
+the ratio of its served round times to plain rounds timed next to it, and the cost checks that time it."""
+
+from __future__ import annotations
+
+import pytest
+
+from adaspec.adaptive import step_served
+from adaspec.adaptive.step_controller import DraftStepController, StepPolicy
+from adaspec.adaptive.step_served import MIN_SAMPLES, ServedRatio
+from adaspec.calibration.schema import DraftStepPolicy
+
+
+def _record(served: ServedRatio, kinds: str, ms: dict, start: int = 1, batch_size: int = 4, drift=lambda r: 1.0):
+    """Record rounds start.. of the given kinds ('0' plain, '1' k = 1, 'c' the k = 1 round that catches up after a
+    plain one, 'p' an impure plain round), ms[kind] each, times drift(round id)."""
+    for i, kind in enumerate(kinds):
+        r = start + i
+        k = 0 if kind in "0p" else 1
+        served.record(r, batch_size, k, ms[kind] * drift(r), pure=kind != "p")
+    return start + len(kinds)
+
+
+MS = {"0": 10.0, "1": 13.0, "c": 40.0, "p": 30.0}
+
+
+def test_a_plain_round_between_steady_k1_rounds_gives_their_ratio():
+    """Each plain round with k = 1 neighbours gives median(neighbours) / its time; the k = 1 round right after a plain
+    one (it catches up on the deferred draft context) is no neighbour, nor is an impure round a sample."""
+    served = ServedRatio()
+    nxt = _record(served, "1" * 8 + "0c" + "1" * 8, MS)
+    assert served.samples(4) == [pytest.approx(1.3)]
+    assert served.ratio(4) is None  # fewer than MIN_SAMPLES
+    _record(served, "p" + "1" * 8, MS, start=nxt)
+    assert len(served.samples(4)) == 1
+    assert served.samples(2) == []  # per request count
+
+
+def test_the_ratio_is_a_median_robust_to_a_drifting_machine():
+    """Neighbours on both sides cancel a slow drift (the machine slowing by half over the run), and the median of
+    the samples ignores one plain round that the machine interrupted."""
+    served = ServedRatio()
+    drift = lambda r: 1.0 + r / 400  # noqa: E731
+    nxt = 1
+    for i in range(MIN_SAMPLES + 2):
+        ms = dict(MS, **({"0": 30.0} if i == 3 else {}))  # one plain round slowed 3x
+        nxt = _record(served, "1" * 8 + "0c", ms, start=nxt, drift=drift)
+    _record(served, "1" * 8, MS, start=nxt, drift=drift)
+    assert served.ratio(4) == pytest.approx(1.3, rel=0.02)
+
+
+def test_samples_age_out():
+    served = ServedRatio()
+    nxt = 1
+    for _ in range(MIN_SAMPLES):
+        nxt = _record(served, "1" * 8 + "0c", MS, start=nxt)
+    nxt = _record(served, "1" * 8, MS, start=nxt)
+    assert served.ratio(4) == pytest.approx(1.3)
+    assert served.ratio(4, now=nxt + step_served.MAX_AGE) is None
+
+
+def table_cost(table):
+    return lambda bcap, k: table.get(k)
+
+
+def pad_requests(B):
+    return next((b for b in (1, 2, 4, 8) if b >= B), None)
+
+
+def _serve(ctrl: DraftStepController, rounds: int, served_ratio: float | None, accept_every: int = 3,
+           batch_size: int = 4) -> list[int]:
+    """An engine loop: plan, one accepted draft in `accept_every`, and (unless served_ratio is None) the round's time
+    as served: plain 10 ms, k = 1 10 * served_ratio ms (the round after a plain one 2 ms more)."""
+    ks, previous = [], None
+    for r in range(1, rounds + 1):
+        k = ctrl.plan(batch_size, round_id=r, requests=list(range(batch_size)))
+        ks.append(k)
+        lens = [k] * batch_size
+        acc = [min(k, 1) if (r * batch_size + i) % accept_every == 0 else 0 for i in range(batch_size)]
+        ctrl.observe(lens, acc, round_id=r)
+        if served_ratio is not None:
+            ms = 10.0 if k == 0 else 10.0 * served_ratio + (2.0 if previous == 0 else 0.0)
+            ctrl.observe_round(r, batch_size, k, ms, pure=True)
+        previous = k
+    return ks
+
+
+def _controller(**policy) -> DraftStepController:
+    # the table prices k = 1 at 1.2x plain: with a third of the drafts accepted it gains 11% on the table
+    return DraftStepController(1, StepPolicy(**policy), table_cost({0: 1.0, 1: 1.2}), pad_requests,
+                               cold_start="k_max", probe_interval=20)
+
+
+def test_a_k1_that_the_table_favours_and_the_served_rounds_price_at_a_loss_goes_to_plain():
+    """Issue 13's marginal cells: the table says k = 1 gains 11%, the served rounds cost 1.45x plain (k = 1 loses
+    8%). The cost checks time plain rounds inside the k = 1 stretch, and once the ratio is known the re-score leaves
+    k = 1 for plain; without round times (the table alone) k = 1 is kept for the whole run."""
+    ctrl = _controller()
+    ks = _serve(ctrl, 600, served_ratio=1.45)
+    checks = [d for d in ctrl.decisions if d.reason == "cost check"]
+    assert ctrl.cost_checks == len(checks) >= MIN_SAMPLES
+    assert ctrl.served.ratio(4) == pytest.approx(1.45)
+    assert any(d.reason in ("switch", "floor") and d.previous_k == 1 and d.k == 0 for d in ctrl.decisions)
+    assert ks[-300:].count(0) > 0.8 * 300  # plain, but for probes and looks
+
+    table_only = _controller()
+    assert _serve(table_only, 600, served_ratio=None) == [1] * 600
+    assert table_only.cost_checks == 0 and table_only.served.ratio(4) is None
+
+
+def test_a_k1_that_the_served_rounds_confirm_is_kept_and_checked_less_often():
+    """Served at 1.15x plain, k = 1 gains 16%: kept, and once priced one batch in CHECK_EVERY_KNOWN is checked."""
+    ctrl = _controller()
+    ks = _serve(ctrl, 800, served_ratio=1.15)
+    assert ctrl.served.ratio(4) == pytest.approx(1.15)
+    assert ctrl.k == 1 and not any(d.reason == "floor" for d in ctrl.decisions)
+    late = ks[400:]
+    assert 0 < late.count(0) <= len(late) // step_served.CHECK_EVERY_KNOWN + 1
+
+
+def test_a_k1_far_from_the_margin_is_never_checked():
+    """Every accepted draft: k = 1 gains 67% on the table, beyond CHECK_MARGIN: no batch runs plain to time it."""
+    ctrl = _controller()
+    assert _serve(ctrl, 300, served_ratio=1.3, accept_every=1) == [1] * 300
+    assert ctrl.cost_checks == 0
+
+
+def test_served_costs_off_ignores_round_times():
+    ctrl = _controller(served_costs=False)
+    assert _serve(ctrl, 300, served_ratio=1.45) == [1] * 300
+    assert ctrl.cost_checks == 0 and ctrl.served.ratio(4) is None
+    assert "off" in ctrl.describe_served()
+    assert DraftStepPolicy(served_costs=False).served_costs is False
