@@ -171,6 +171,7 @@ def measure(args, llm, name: str, stream, B: int, reference: dict | None, arriva
         run.extra["probe_rounds"] = explore.get("probes", 0)
         run.extra["probe_share"] = explore.get("probe_share", 0.0)
         run.extra["skipped_draft_rounds"] = explore.get("skipped_draft", 0)
+        run.extra["cost_check_rounds"] = explore.get("cost_checks", 0)  # the draft step's served pricing
         if ctl.verify is not None and run.extra["skipped_draft_rounds"]:  # plain-floor rounds, no G chosen
             run.extra["chosen"]["plain"] = run.extra["skipped_draft_rounds"]
     return run
