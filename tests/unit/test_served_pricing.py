@@ -131,3 +131,21 @@ def test_served_costs_off_ignores_round_times():
     assert ctrl.cost_checks == 0 and ctrl.served.ratio(4) is None
     assert "off" in ctrl.describe_served()
     assert DraftStepPolicy(served_costs=False).served_costs is False
+
+
+def test_k1_is_priced_at_the_served_ratio_and_deeper_k_no_cheaper():
+    """k = 1 costs the served ratio times the table's plain round; k >= 2 keep the table's price unless k = 1 now
+    costs more (no round measured them); the same price is the same object (a new one re-scores the batch)."""
+    ctrl = DraftStepController(3, StepPolicy(), table_cost({0: 1.0, 1: 1.2, 2: 1.3, 3: 1.6}), pad_requests,
+                               cold_start="k_max")
+    table = {0: 1.0, 1: 1.2, 2: 1.3, 3: 1.6}
+    assert ctrl._served_table(4, table, None) is table  # no round times: the table
+    nxt = 1
+    for _ in range(MIN_SAMPLES):
+        nxt = _record(ctrl.served, "1" * 8 + "0c", {"0": 10.0, "1": 14.5, "c": 20.0}, start=nxt)
+    _record(ctrl.served, "1" * 8, {"1": 14.5}, start=nxt)
+    ctrl._timed = True
+    priced = ctrl._served_table(4, table, None)
+    assert priced == pytest.approx({0: 1.0, 1: 1.45, 2: 1.45, 3: 1.6})
+    assert ctrl._served_table(4, table, None) is priced
+    assert ctrl._served_table(2, table, None) is table  # another request count: not timed
