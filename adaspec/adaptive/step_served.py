@@ -26,6 +26,7 @@ draft step measures what k = 1 costs relative to a plain round *as served*, and 
   record says "cost check" and `cost_checks` counts them (the summary, the start-up log, the metrics). A check costs
   at most the margin of one batch in CHECK_EVERY; where k = 1 is not marginal there are none. Only k = 1 is
   measured: above it the confidence stop makes a round's depth vary (step_policy.py), so the table's k prices it.
+  MTP only (engine/control.py reports round times for MTP): a Suffix draft's round verifies only what matched.
 
 Nothing here reads the target or changes what a round verifies beyond choosing k, so it is lossless as every k is.
 Without round timings (`observe_round` never called, or `policy.served_costs` off) the table alone prices and no

@@ -111,7 +111,9 @@ class AdaptiveControl:
                 buckets=self.geometry.request_buckets)
             if log:
                 self.log(self.step.describe_exploration())
-                self.log(self.step.describe_served())
+                self.log(self.step.describe_served() if self.algorithm == "MTP" else
+                         f"[adaspec] served pricing: off for {self.algorithm} (its rounds verify only what matched); "
+                         "the cost table alone prices speculation")
         else:
             # None: the drafter's proposals cannot be foreseen from lagged feedback (floor.NEVER_SKIPPED)
             self.floor = PlainFloor() if floor_applies(getattr(self.engine, "drafter", None)) else None
@@ -347,7 +349,8 @@ class AdaptiveControl:
         step also prices k = 1 from served rounds (adaptive/step_served.py)."""
         if self.step is not None:
             self.step.observe(result.verify_lens, result.num_accepted, round_id=round_id)
-            if plan is not None and seconds is not None and round_id is not None:
+            # MTP only: a Suffix draft's k = 1 round verifies only what matched, so its rounds are no steady k = 1
+            if plan is not None and seconds is not None and round_id is not None and self.algorithm == "MTP":
                 k = plan.num_steps
                 # pure: decode only, no probe subset, every request drafted and verified the round's k
                 pure = (decode_only and not plan.probe and plan.draft_only is None

@@ -95,6 +95,8 @@ def test_suffix_greedy_equals_plain(tiny_llama_dir, plain, linear_backend, cal_f
     assert st["draft_calls"] > 0
     if MODES[mode].get("enable_adaptive_target_verify"):  # issue 13's plain floor never skips a Suffix draft
         assert llm.engine.control.floor is None
+    if MODES[mode].get("enable_adaptive_draft_step"):  # served pricing is MTP's only (adaptive/step_served.py)
+        assert llm.engine.control.step.served.last_round is None and llm.engine.control.step.cost_checks == 0
     if MODES[mode].get("suffix_global_cache"):  # finished requests' outputs joined the cache (bounded by N)
         assert st["global_cache_outputs"] == MODES[mode]["suffix_global_cache"]
 
