@@ -17,9 +17,10 @@ draft step measures what k = 1 costs relative to a plain round *as served*, and 
   `MAX_AGE` rounds; before that (and for k = 0 never served next to k = 1) the table alone prices.
 - **Pricing** (`_served_table`): with a served ratio rho for the batch's request count, k = 1 costs rho times the
   table's plain round, and a deeper k at least what the k below it costs (the table's k >= 2 are otherwise kept: no
-  round measured them, and scaling them all by k = 1's correction moved mixed B = 1, where deep k pays, from 1.373x
-  to 1.351x plain in a first A/B, 3 children each, within its noise). Every rule (the re-score, the plain floor, leaving k = 0, exploration's price) then reads
-  the served price; a new ratio re-prices the batch at once, as a new request count does.
+  round measured them; scaling them all by k = 1's correction ran mixed B = 1, where deep k pays, at 1.351x plain
+  against the table's 1.373x, moving k = 1 only at 1.423x against 1.375x: BENCHMARKS.md, stop 47). Every rule (the
+  re-score, the plain floor, leaving k = 0, exploration's price) then reads the served price; a new ratio re-prices
+  the batch at once, as a new request count does.
 - **Cost checks**: at k = 1 a plain round is needed next to k = 1 rounds. While the k = 1 the controller keeps is
   marginal (its predicted gain over plain, at the point estimate and the current price, below `CHECK_MARGIN`),
   one batch in `CHECK_EVERY` runs at k = 0 (one in `CHECK_EVERY_KNOWN` once the ratio is known); the decision
