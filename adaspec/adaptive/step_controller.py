@@ -157,6 +157,7 @@ class DraftStepController(StepExploration, StepScoring, ServedPricing):
         self.costs = StepCostTables(k_max, cost_ms, allow_zero, buckets if policy.interpolate_buckets else None,
                                     covers)
         self._scored_table: dict[int, float] | None = None  # the table the last re-score used
+        self._scored_base: dict[int, float] | None = None  # ... before served pricing (step_served.py)
         self._scored_batch: frozenset = frozenset()  # the requests the last re-score judged (policy.per_request)
         self.backoff = 1  # exploration at k = 0 runs this many times slower (policy.max_explore_backoff)
         self._batch: frozenset = frozenset()  # the requests of the batch being planned (when given)
@@ -227,10 +228,11 @@ class DraftStepController(StepExploration, StepScoring, ServedPricing):
             self.k_histogram[self.k_max] += 1
             return self.k_max
         self._fallback_bcap = ()
-        table = self._served_table(batch_size, self.costs.for_batch(batch_size, bcap, table, kv_len), round_id)
+        base = self.costs.for_batch(batch_size, bcap, table, kv_len)
+        table = self._served_table(batch_size, base, round_id)  # k = 1 at its served price, once known
         if self._scored_table is None:
             self._scored_table = table  # the first covered batch's table; a later one re-scores at once
-            self._scored_batch = self._batch
+            self._scored_batch, self._scored_base = self._batch, base
 
         if self._cold:
             self._cold = False
@@ -244,14 +246,14 @@ class DraftStepController(StepExploration, StepScoring, ServedPricing):
                                                f"cold start (prior rate {self.window.prior_rate:g})", predicted))
 
         epoch = self.completed // self.policy.update_interval
-        repriced = table is not self._scored_table  # the request count changed since the last re-score
-        if repriced:
+        repriced = table is not self._scored_table  # the request count or k = 1's served price changed
+        if base is not self._scored_base:
             self.backoff = 1  # the looks that backed off were judged on another request count's table
         recomposed = self.window.batch is not None and self._batch != self._scored_batch
         if epoch > self._epoch or ((repriced or recomposed) and self.window.has_data):
             self._epoch = max(epoch, self._epoch)
             self._rescore(batch_size, bcap, table)
-            self._scored_table, self._scored_batch = table, self._batch
+            self._scored_table, self._scored_batch, self._scored_base = table, self._batch, base
 
         k = self.k
         if self.window.has_data:

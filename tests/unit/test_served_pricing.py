@@ -149,3 +149,22 @@ def test_k1_is_priced_at_the_served_ratio_and_deeper_k_no_cheaper():
     assert priced == pytest.approx({0: 1.0, 1: 1.45, 2: 1.45, 3: 1.6})
     assert ctrl._served_table(4, table, None) is priced
     assert ctrl._served_table(2, table, None) is table  # another request count: not timed
+
+
+def test_a_new_served_price_rescores_without_resetting_the_exploration_backoff():
+    """A new ratio re-prices the batch at once (as a new request count does), but the exploration backoff, learnt on
+    this request count's looks, is kept: samples arrive with every look, and resetting it each time would undo it."""
+    ctrl = _controller()
+    _serve(ctrl, 600, served_ratio=1.45)
+    assert ctrl.k == 0 and ctrl.served.ratio(4) == pytest.approx(1.45)
+    ctrl.backoff = 4
+    nxt = 601
+    for _ in range(MIN_SAMPLES):  # the machine changed: k = 1 now costs 2x plain
+        nxt = _record(ctrl.served, "1" * 8 + "0c", {"0": 10.0, "1": 20.0, "c": 25.0}, start=nxt)
+    nxt = _record(ctrl.served, "1" * 8, {"1": 20.0}, start=nxt)
+    assert ctrl.served.ratio(4) == pytest.approx(2.0)
+    n = len(ctrl.decisions)
+    ctrl.plan(4, round_id=nxt, requests=list(range(4)))
+    d = ctrl.decisions[-1]
+    assert len(ctrl.decisions) == n + 1 and d.predicted[1] == pytest.approx(d.predicted[0] * 1.35 / 2.0, rel=0.05)
+    assert ctrl.backoff == 4
