@@ -20,7 +20,8 @@ draft step measures what k = 1 costs relative to a plain round *as served*, and 
   round measured them; scaling them all by k = 1's correction ran mixed B = 1, where deep k pays, at 1.351x plain
   against the table's 1.373x, moving k = 1 only at 1.423x against 1.375x: BENCHMARKS.md, stop 47). Every rule (the
   re-score, the plain floor, leaving k = 0, exploration's price) then reads the served price; a new ratio re-prices
-  the batch at once, as a new request count does.
+  the batch at once, as a new request count does, but keeps the exploration backoff (step_explore.py): samples arrive
+  with every look, so resetting it on each would undo it.
 - **Cost checks**: at k = 1 a plain round is needed next to k = 1 rounds. While the k = 1 the controller keeps is
   marginal (its predicted gain over plain, at the point estimate and the current price, below `CHECK_MARGIN`),
   one batch in `CHECK_EVERY` runs at k = 0 (one in `CHECK_EVERY_KNOWN` once the ratio is known); the decision
