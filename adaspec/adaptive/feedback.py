@@ -237,6 +237,7 @@ class AcceptanceWindow:
                 last = wilson_upper(float(a), float(r), z)
             out.append(last)
         return np.array(out, dtype=np.float64)
+
     def verified_counts(self) -> np.ndarray:
         """v_i over the window (for metrics: how many drafts measured each position)."""
         return np.array(self._verified, dtype=np.int64)
