@@ -233,8 +233,9 @@ class LLMEngine:
                 req.num_drafts, req.num_draft_tokens = req.num_drafts + 1, req.num_draft_tokens + L
                 req.num_accepted_tokens += m
         if self.control is not None:
+            # decode only: no prefill chunk in the round (the metrics' pure-decode rounds, metrics/prometheus.py)
             self.control.observe(result, plan.round_id, plan, finished - started,
-                                 all(c.is_decode for c in batch.chunks))
+                                 len(decoding) == len(batch.chunks))
         if self._drafter_observe is not None and decoding:
             self._drafter_observe(plan.round_id, result.verify_lens, result.num_accepted)
         updated = self.commit(batch, result)
