@@ -299,12 +299,18 @@ def fuse(module: nn.Module, names: tuple[str, ...], pack) -> nn.Module | None:
 
 
 def relayout_fp32(root: nn.Module) -> None:
-    """fp32 on CPU: store linear weights column-major (same values, same shapes)."""
+    """fp32 on CPU: store linear weights column-major (same values, same shapes). A head tied to an
+    embedding below `root` gets its own column-major copy, so the embedding's rows stay contiguous."""
+    embedded = {id(m.weight) for m in root.modules() if isinstance(m, nn.Embedding)}
     with torch.no_grad():
         for module in root.modules():
-            if isinstance(module, nn.Linear) and module.weight.device.type == "cpu" \
-                    and module.weight.dtype == torch.float32:
-                module.weight.data = module.weight.data.t().contiguous().t()
+            w = getattr(module, "weight", None)
+            if isinstance(module, nn.Linear) and w.device.type == "cpu" and w.dtype == torch.float32:
+                col = w.data.t().contiguous().t()
+                if id(w) in embedded:
+                    module.weight = nn.Parameter(col, requires_grad=False)
+                else:
+                    w.data = col
 
 
 def pack_module(root: nn.Module, backend: str, reuse: dict | None = None) -> dict:

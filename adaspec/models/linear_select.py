@@ -116,8 +116,9 @@ def _fn(backend: str, w: torch.Tensor, native: bool = False):
     """A product with `w` as `backend` runs it in the model; `native` (--layer_kernels resolved to
     native): an fp16w layer whose FBGEMM rows depend on M here runs adaspec's kernel for every product,
     as native_gemm.attach_for will do for the model's own layers."""
-    if backend == "fp32":
-        return lambda x: F.linear(x, w)
+    if backend == "fp32":  # the layout the model gets when fp32 stays (LlamaForCausalLM.relayout_for_cpu)
+        wc = w.t().contiguous().t() if w.device.type == "cpu" else w
+        return lambda x: F.linear(x, wc)
     module = pack_linear(w, None, backend)
     if native and backend == "fp16w":
         from .native_gemm import serve_all_rows

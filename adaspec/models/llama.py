@@ -150,8 +150,10 @@ class LlamaForCausalLM(nn.Module):
         # resolves --layer_kernels; "native" is adaspec's C++ kernels (CPU, float32)
         self.layer_kernels, self.layer_kernels_choice = "torch", "torch ops"
 
-    def load_weights(self, state_dict: dict[str, torch.Tensor]) -> None:
-        """Copy a Hugging Face state dict in; missing or unexpected tensors are an error."""
+    def load_weights(self, state_dict: dict[str, torch.Tensor], relayout: bool = True) -> None:
+        """Copy a Hugging Face state dict in; missing or unexpected tensors are an error. `relayout`
+        False leaves the fp32 linears row-major for a loader that packs them for another backend
+        (models/linear.pack_module relays out what stays fp32)."""
         state_dict = dict(state_dict)
         if self.config.tie_word_embeddings:
             state_dict.pop("lm_head.weight", None)
@@ -168,22 +170,19 @@ class LlamaForCausalLM(nn.Module):
                     own[name].copy_(tensor)
             if self.config.tie_word_embeddings:
                 self.lm_head.weight = self.model.embed_tokens.weight
-        self._relayout_for_cpu()
+        if relayout:
+            self.relayout_for_cpu()
 
-    def _relayout_for_cpu(self) -> None:
+    def relayout_for_cpu(self) -> None:
         """Store fp32 linear weights column-major on CPU (same values, same shapes).
 
         `F.linear` then hands the GEMM a contiguous [in, out] operand, which this CPU's BLAS runs
         1.5-2x faster for the 4-16 row products of batched decode and speculative verify (bench
         in BENCHMARKS.md). The tied LM head gets its own copy so the embedding stays row-major.
-        Other linear backends repack these weights afterwards (models/linear.py, loader.load_model).
+        Other linear backends pack the row-major weights instead (loader.load_model skips this step
+        before packing: the copy and the packing's copy back cost ~2 s of start-up); what they keep
+        fp32 is relaid out by pack_module. Idempotent; CPU fp32 only (models/linear.relayout_fp32).
         """
-        p = next(self.parameters())
-        if p.device.type != "cpu" or p.dtype != torch.float32:
-            return
-        with torch.no_grad():
-            if self.lm_head.weight is self.model.embed_tokens.weight:
-                self.lm_head.weight = nn.Parameter(self.lm_head.weight.detach().clone(), requires_grad=False)
         relayout_fp32(self)
 
     def output_weight(self) -> torch.Tensor:

@@ -194,7 +194,9 @@ def load_model(model_dir: str | os.PathLike, dtype=None, device="cpu", linear_ba
             raise InvalidModelError(f"--model={model_dir}: cannot read weights file {file.name} ({e}); the file is "
                                     "damaged or not a safetensors file", param="--model") from None
     try:
-        model.load_weights(state)
+        # fp32 linears are relaid out for the CPU's GEMM (llama.relayout_for_cpu) unless a backend may pack
+        # them: pack_module relays out whatever stays fp32
+        model.load_weights(state, relayout=linear_backend == "fp32")
     except ValueError as e:  # missing, unexpected or wrongly shaped tensors
         raise InvalidModelError(f"--model={model_dir}: the weights do not fit its config.json: {e}",
                                 param="--model") from None

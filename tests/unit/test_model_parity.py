@@ -102,8 +102,8 @@ def _reference_logits(model_cls, path, ids):
         return ref(ids[None]).logits[0].float()
 
 
-def _engine_logits(path, a, b):
-    cfg, model = load_model(path, torch.float32, "cpu")
+def _engine_logits(path, a, b, backend="fp32"):
+    cfg, model = load_model(path, torch.float32, "cpu", linear_backend=backend)
     kv = KVCache(cfg.num_layers, 2, cfg.num_kv_heads, 32, cfg.head_dim, torch.float32)
     sw = cfg.sliding_window
     # forward 1: A's first chunk (slot 0) and most of B (slot 1), ragged
@@ -141,6 +141,36 @@ def test_logits_match_transformers(case, tmp_path, save_tiny_hf_dir):
         assert cfg.sliding_window == 6 < A_LEN
     if case == "qwen2_bias":
         assert model.model.layers[0].self_attn.q_proj.bias is not None
+
+
+@pytest.mark.parametrize("backend", ["fp32", "auto", "fp16w"])
+def test_loaded_layouts_and_logits_whatever_the_backend(backend, tmp_path, save_tiny_hf_dir):
+    """The loader relays out fp32 linears column-major only where they stay fp32 (a packed backend
+    packs the row-major weights: ~2 s less start-up on the bundled model); a tied head that stays fp32
+    gets its own column-major copy and the embedding stays row-major. The logits equal the fp32 load's
+    wherever the backend is fp32."""
+    from torch import nn
+
+    from adaspec.models.linear import unavailable_reason
+
+    if backend == "fp16w" and unavailable_reason("fp16w"):
+        pytest.skip(unavailable_reason("fp16w"))
+    path, _ = _build_dir("llama_tied", tmp_path, save_tiny_hf_dir)
+    a, b = _prompts()
+    _, ref, ref_a, ref_b = _engine_logits(path, a, b)
+    cfg, model, got_a, got_b = _engine_logits(path, a, b, backend)
+    emb = model.model.embed_tokens.weight
+    assert emb.stride() == (cfg.hidden_size, 1)
+    fp32 = [m for m in model.modules() if isinstance(m, nn.Linear)]
+    assert all(m.weight.stride() == (1, m.out_features) for m in fp32)  # [out, in] stored column-major
+    if isinstance(model.lm_head, nn.Linear):
+        assert model.lm_head.weight is not emb and torch.equal(model.lm_head.weight, emb)
+    if model.linear_backend == "fp32":
+        assert len(fp32) == len([m for m in ref.modules() if isinstance(m, nn.Linear)])
+        assert torch.equal(got_a, ref_a) and torch.equal(got_b, ref_b)
+    else:  # every linear packed, the head's values rounded to float16
+        assert model.linear_backend == "fp16w" and not fp32
+        assert (got_a - ref_a).abs().max() < 0.02 * ref_a.abs().max()
 
 
 def test_legacy_rope_scaling_config(tmp_path, save_tiny_hf_dir):
