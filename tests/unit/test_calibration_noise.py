@@ -93,8 +93,8 @@ def test_remeasuring_is_bounded(engine, monkeypatch):
 
 def test_every_point_of_the_grid_is_timed_from_the_cached_state(engine, monkeypatch):
     grid = {1: [1, 4], 2: [2, 6]}
-    script = [0.05, 0.05, 0.05, 0.08, 0.08, 0.08, 0.05, 0.05, 0.05,  # bucket 1, then its first point again
-              0.1, 0.1, 0.1, 0.2, 0.2, 0.2, 0.1, 0.1, 0.1]
+    script = [0.05, 0.05, 0.05, 0.08, 0.08, 0.08, 0.05,  # bucket 1, then its first point again (one window agrees)
+              0.1, 0.1, 0.1, 0.2, 0.2, 0.2, 0.1]
     m, clock = _measure(engine, monkeypatch, script, grid)
     assert clock.used == len(script)
     assert [(s.bcap, s.x) for s in m.stats] == [(1, 1), (1, 4), (2, 2), (2, 6)]
@@ -138,11 +138,32 @@ def test_drift_within_the_tolerance_or_the_windows_spread_is_left_alone(engine, 
     m, _ = _measure(engine, monkeypatch, [1.0] * 3 + [1.5] * 3 + [1.02] * 3, {2: [2, 6]})
     assert not m.drifts[0].corrected and [p.cost_s for p in m.points if p.x == 6] == [1.5] * 3
     assert drift_lines(m.drifts) == []
-    # the reference's own windows spread 8%: a 6% move is within what they can tell apart
-    m, _ = _measure(engine, monkeypatch, [1.0] * 3 + [1.5] * 3 + [1.02, 1.06, 1.1], {2: [2, 6]})
+    # the reference's first window is 10% off, so the set is completed; its windows spread 8%: their 6% move
+    # is within what they can tell apart
+    m, _ = _measure(engine, monkeypatch, [1.0] * 3 + [1.5] * 3 + [1.1, 1.06, 1.02], {2: [2, 6]})
     assert m.drifts[0].threshold == pytest.approx(0.08 / 1.06) and not m.drifts[0].corrected
     m, clock = _measure(engine, monkeypatch, [1.0] * 3 + [1.5] * 3, {2: [2, 6]}, noise=NoisePolicy(check_drift=False))
     assert m.drifts == [] and clock.used == 6
+
+
+def test_the_drift_check_is_sequential(engine, monkeypatch):
+    """An agreeing first window ends the drift check (1 of 3 windows: the saving at start-up); a
+    disagreeing one is followed by the rest of the set, and one noisy window never corrects a bucket."""
+    bar = RoundProgress([(2, 2), (2, 6)], 1 + 3 * WINDOW, lambda b, g: g, "test", enabled=False)
+    clock = ScriptedClock([1.0] * 3 + [1.5] * 3 + [1.02])
+    monkeypatch.setattr(calibrate, "Clock", lambda eng: clock)
+    m = measure(engine, {2: [2, 6]}, lambda b, g: rows_plan(b, g, 5), [(16, 1, 200)], 1, WINDOW, 3, 1,
+                lambda b, g: 6, progress=bar, width=5)
+    assert clock.used == 7 and m.rounds == 2 * (1 + 3 * WINDOW) + 1 + WINDOW
+    assert not m.drifts[0].corrected and m.drifts[0].after_s == 1.02
+    assert set(bar.remaining.values()) == {0}  # the bar's total drops the windows the check skipped
+    # a burst in the first window: the set is completed and its consistent windows say there is no drift
+    m, clock = _measure(engine, monkeypatch, [1.0] * 3 + [1.5] * 3 + [1.4, 1.01, 1.0], {2: [2, 6]})
+    assert clock.used == 9 and not m.drifts[0].corrected and m.drifts[0].after_s == pytest.approx(1.01)
+    assert [p.cost_s for p in m.points if p.x == 6] == [1.5] * 3
+    # a real move in every window is still corrected (test_drift_between_points_is_corrected_and_reported)
+    m, clock = _measure(engine, monkeypatch, [1.0] * 3 + [1.5] * 3 + [1.1] * 3, {2: [2, 6]})
+    assert clock.used == 9 and m.drifts[0].corrected and m.drifts[0].rel == pytest.approx(0.1)
 
 
 def _stats(spreads, resolved=True):
