@@ -12,8 +12,9 @@ with the reference within `max(drift_tolerance, the reference's spread)` there i
 correct and the check stops there. Only a window that disagrees is followed by the rest of a set
 of windows, and the decision then takes their consistent median as before, so one noisy window
 never corrects a bucket alone. Why: the full set cost 12% of the default 16-slot DSpark start-up
-(97 rounds at Bcap 16's G = 16, 155 ms each on a Zen 4 core), which put it over issue 13's 180 s;
-on a quiet machine the first window agrees and two thirds of that is saved.
+(97 rounds at Bcap 16's G = 16, 135-155 ms each on a Zen 4 core, where that start-up measured
+172-191 s against issue 13's 180 s); when the first window agrees two thirds of it are saved
+(BENCHMARKS.md, "Stop 48": ~100 rounds per start-up).
 """
 
 from __future__ import annotations
@@ -30,9 +31,9 @@ def correct_drift(out, load, plan: RoundPlan, bcap: int, x0: int, marks: list, c
                    window_steps: int, windows_per_point: int, progress) -> int:
     """Measure the bucket's first point x0 again (from the cached state; one window, or a set when
     that one disagrees: module docstring) and, when its cost moved beyond the threshold, divide every
-    point of the bucket by the machine's drift at the time it was measured (robust.drift_factors). `out` is the calibrate.Measurement being built,
-    `marks` its [time mid-measurement, first index in out.points, in out.stats] per point of the
-    bucket. Returns the rounds run."""
+    point of the bucket by the machine's drift at the time it was measured (robust.drift_factors).
+    `out` is the calibrate.Measurement being built, `marks` its [time mid-measurement, first index in
+    out.points, in out.stats] per point of the bucket. Returns the rounds run."""
     first = next(s for s in out.stats[marks[0][2]:] if s.x == x0)
     load.rewind()
     load.round(plan)  # one warm-up round: the last point ran another plan
