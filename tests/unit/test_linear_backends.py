@@ -125,6 +125,22 @@ def test_pack_module_keeps_unrepresentable_layers_in_fp32():
     assert isinstance(root.ok, PackedLinear)
 
 
+def test_relayout_gives_a_tied_head_its_own_column_major_copy():
+    """A head tied to an embedding (the bundled model's) is relaid out as a copy, so the embedding's rows
+    stay contiguous; a second relayout changes nothing (pack_module relays out what a packed backend keeps)."""
+    from adaspec.models.linear import relayout_fp32
+
+    root = nn.Module()
+    root.emb, root.head = nn.Embedding(12, 8), nn.Linear(8, 12, bias=False)
+    root.head.weight = root.emb.weight
+    relayout_fp32(root)
+    assert root.emb.weight.stride() == (8, 1) and root.head.weight.stride() == (1, 12)
+    assert root.head.weight is not root.emb.weight and torch.equal(root.head.weight, root.emb.weight)
+    ptr = root.head.weight.data_ptr()
+    relayout_fp32(root)
+    assert root.head.weight.data_ptr() == ptr and root.emb.weight.stride() == (8, 1)
+
+
 def test_native_backend_keeps_nn_linear_column_major():
     root = nn.Sequential(nn.Linear(8, 16))
     pack_module(root, "fp32")
