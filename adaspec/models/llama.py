@@ -180,8 +180,9 @@ class LlamaForCausalLM(nn.Module):
         1.5-2x faster for the 4-16 row products of batched decode and speculative verify (bench
         in BENCHMARKS.md). The tied LM head gets its own copy so the embedding stays row-major.
         Other linear backends pack the row-major weights instead (loader.load_model skips this step
-        before packing: the copy and the packing's copy back cost ~2 s of start-up); what they keep
-        fp32 is relaid out by pack_module. Idempotent; CPU fp32 only (models/linear.relayout_fp32).
+        before packing: the copy and the packing's copy back cost ~0.8 s of the bundled model's load,
+        BENCHMARKS.md "Stop 48"); what they keep fp32 is relaid out by pack_module. Idempotent; CPU
+        fp32 only (models/linear.relayout_fp32).
         """
         relayout_fp32(self)
 
