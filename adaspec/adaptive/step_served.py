@@ -151,9 +151,12 @@ class ServedPricing:
         self.cost_checks += 1
         return True
 
-    def describe_served(self) -> str:
-        if not self.policy.served_costs:
-            return "[adaspec] served pricing: off (policy.served_costs); the cost table alone prices speculation"
+    def describe_served(self, off: str | None = None) -> str:
+        """The start-up log line; `off`: why the engine reports no round times to this controller."""
+        if off is None and not self.policy.served_costs:
+            off = "policy.served_costs"
+        if off is not None:
+            return f"[adaspec] served pricing: off ({off}); the cost table alone prices speculation"
         return (f"[adaspec] served pricing: k = 1 is priced from served round times once {MIN_SAMPLES} plain rounds "
                 f"have been timed next to k = 1 ones at the batch's request count; while k = 1 gains less than "
                 f"{100 * CHECK_MARGIN:.0f}% over plain, one batch in {CHECK_EVERY} ({CHECK_EVERY_KNOWN} once "

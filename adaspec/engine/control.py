@@ -109,11 +109,13 @@ class AdaptiveControl:
                 self.width, StepPolicy(**policy) if policy else StepPolicy(), self.table.cost_ms,
                 self.geometry.pad_requests, lag=self.lag, covers=self.table.covers,
                 buckets=self.geometry.request_buckets)
+            # round times price k = 1 for MTP only: a Suffix draft's k = 1 round verifies only what matched, so its
+            # rounds are no steady k = 1 (adaptive/step_served.py)
+            self._timed_rounds = self.algorithm == "MTP"
             if log:
                 self.log(self.step.describe_exploration())
-                self.log(self.step.describe_served() if self.algorithm == "MTP" else
-                         f"[adaspec] served pricing: off for {self.algorithm} (its rounds verify only what matched); "
-                         "the cost table alone prices speculation")
+                self.log(self.step.describe_served(None if self._timed_rounds else
+                                                   f"{self.algorithm}: its rounds verify only what matched"))
         else:
             # None: the drafter's proposals cannot be foreseen from lagged feedback (floor.NEVER_SKIPPED)
             self.floor = PlainFloor() if floor_applies(getattr(self.engine, "drafter", None)) else None
@@ -349,8 +351,7 @@ class AdaptiveControl:
         step also prices k = 1 from served rounds (adaptive/step_served.py)."""
         if self.step is not None:
             self.step.observe(result.verify_lens, result.num_accepted, round_id=round_id)
-            # MTP only: a Suffix draft's k = 1 round verifies only what matched, so its rounds are no steady k = 1
-            if plan is not None and seconds is not None and round_id is not None and self.algorithm == "MTP":
+            if plan is not None and seconds is not None and round_id is not None and self._timed_rounds:
                 k = plan.num_steps
                 # pure: decode only, no probe subset, every request drafted and verified the round's k
                 pure = (decode_only and not plan.probe and plan.draft_only is None
