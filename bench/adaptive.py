@@ -63,6 +63,7 @@ from bench import common  # noqa: E402
 from bench.adaptive_calibration import calibration_fields, write_calibration_files  # noqa: E402
 from bench.adaptive_configs import VERIFY_FAMILIES, all_configs, config_kind  # noqa: E402
 from bench.adaptive_hooks import measure  # noqa: E402
+from bench.adaptive_interleaved import interleave_error, measure_interleaved, repeat_ratios  # noqa: E402
 from bench.adaptive_isolated import IsolatedRunner, child_main, measure_pairs  # noqa: E402
 from bench.adaptive_report import add_paired, plot, print_tables, summarize_cell, target_rows  # noqa: E402
 from bench.common import fmt_hist, log  # noqa: E402
@@ -128,6 +129,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="JSON object of draft-step policy fields (--adaptive_draft_step_config's \"policy\") for the "
                         "`mtp_step_alt` configuration, e.g. '{\"closed_batch\": true}': a policy change against the default "
                         "`mtp_step` in one run")
+    p.add_argument("--interleave", action="store_true",
+                   help="serve every configuration of a repeat at once, one round of each in turn, each timed by its "
+                        "own rounds; the paired table's ratios are then per repeat (bench/adaptive_interleaved.py)")
     p.add_argument("--child_spec", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.paired and not args.isolate:
@@ -166,6 +170,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         DraftStepPolicy.model_validate(alt)  # the config file's schema: a wrong field is named here, before any engine
     except ValueError as e:  # pydantic's ValidationError is a ValueError
         p.error(f"--alt_step_policy: {e}")
+    if args.interleave and (why := interleave_error(args)):
+        p.error(why)
     return args
 
 
@@ -238,6 +244,17 @@ def build_engines(args, dtype: str, files: dict, table_dir: Path, first: str | N
 
 
 # ---- main ---------------------------------------------------------------------------------------------
+def log_run(t_start: float, dtype: str, B: int, source: str, rep: int, name: str, run) -> None:
+    acc = run.stats["mean_acceptance_length"]
+    extra = ""
+    if "chosen" in run.extra:
+        extra = (f", {run.extra['chosen_axis']} {fmt_hist(run.extra['chosen'])}, controller "
+                 f"{100 * run.extra['controller_share']:.2f}%")
+    log(f"  [{time.perf_counter() - t_start:6.0f} s] {dtype} B={B} {source} rep {rep + 1} "
+        f"{name:14s} {run.tokens} tok {run.wall_s:6.2f} s wall / {run.cpu_s:6.2f} s CPU = "
+        f"{run.tokens / run.cpu_s:6.1f} tok/s CPU" + (f", acc. length {acc:.2f}" if acc else "") + extra)
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     common.setup_threads(args.threads)
@@ -275,7 +292,13 @@ def main(argv=None) -> int:
                 reference, by_prompt = None, None  # the plain run's greedy outputs (the oracle's reference)
                 if args.paired:
                     ratios = measure_pairs(args, isolated, dtype, source, B, runs, t_start)
-                for rep in range(0 if args.paired else args.repeats):
+                for rep in range(args.repeats if args.interleave else 0):
+                    for name, run in measure_interleaved(args, engines, stream, B, rep).items():
+                        runs[name].append(run)
+                        log_run(t_start, dtype, B, source, rep, name, run)
+                if args.interleave:
+                    ratios = repeat_ratios(runs, args.clock)
+                for rep in range(0 if args.paired or args.interleave else args.repeats):
                     order = common.alternating(args.configs, rep)
                     if reference is None and needs_reference and order[0] != "plain":
                         order = ["plain"] + [n for n in order if n != "plain"]
@@ -289,17 +312,9 @@ def main(argv=None) -> int:
                         if name == "plain" and reference is None:
                             reference = run.outputs
                             by_prompt = {p.ids: o for p, o in zip(stream, reference)} if stream is not None else None
-                        acc = run.stats["mean_acceptance_length"]
-                        extra = ""
-                        if "chosen" in run.extra:
-                            extra = (f", {run.extra['chosen_axis']} {fmt_hist(run.extra['chosen'])}, controller "
-                                     f"{100 * run.extra['controller_share']:.2f}%")
-                        log(f"  [{time.perf_counter() - t_start:6.0f} s] {dtype} B={B} {source} rep {rep + 1} "
-                            f"{name:14s} {run.tokens} tok {run.wall_s:6.2f} s wall / {run.cpu_s:6.2f} s CPU = "
-                            f"{run.tokens / run.cpu_s:6.1f} tok/s CPU" + (f", acc. length {acc:.2f}" if acc else "")
-                            + extra)
+                        log_run(t_start, dtype, B, source, rep, name, run)
                 cells[(dtype, source, B)] = summarize_cell(args, dtype, B, source, runs)
-                if args.paired:
+                if args.paired or args.interleave:
                     add_paired(cells[(dtype, source, B)], ratios)
         if isolated is not None:
             calib_all.update({k: v for k, v in isolated.calibration.items() if k[0] == dtype})

@@ -137,18 +137,45 @@ def unwrap_timers(llm) -> None:
                 obj.__dict__.pop(attr, None)
 
 
+def begin(args, llm):
+    """Before a measured run of `llm`: cold controllers (--reset_controllers), fresh controller timers; returns what
+    `finish` needs (None for an engine without adaptive control)."""
+    ctl = llm.engine.control
+    if ctl is None:
+        return None
+    unwrap_timers(llm)
+    if args.reset_controllers:
+        ctl.reset()
+    return Counter(ctl.step.k_histogram if ctl.step is not None else ctl.verify.g_histogram), ControllerTimer(llm)
+
+
+def finish(llm, run, name: str, started) -> None:
+    """After a measured run: its name, and for an adaptive engine its chosen k / G, controller time and exploration
+    in `run.extra` (`started`: what `begin` returned)."""
+    run.config = name
+    if started is None:
+        return
+    before, timer = started
+    ctl = llm.engine.control
+    after = Counter(ctl.step.k_histogram if ctl.step is not None else ctl.verify.g_histogram)
+    run.extra["chosen"] = {str(k): v for k, v in sorted((after - before).items())}
+    run.extra["chosen_axis"] = "k" if ctl.step is not None else "G"
+    run.extra["controller_s"] = timer.seconds
+    run.extra["controller_calls"] = timer.calls
+    run.extra["controller_share"] = timer.seconds / run.wall_s if run.wall_s else None
+    explore = ctl.summary()
+    run.extra["probe_rounds"] = explore.get("probes", 0)
+    run.extra["probe_share"] = explore.get("probe_share", 0.0)
+    run.extra["skipped_draft_rounds"] = explore.get("skipped_draft", 0)
+    run.extra["cost_check_rounds"] = explore.get("cost_checks", 0)  # the draft step's served pricing
+    if ctl.verify is not None and run.extra["skipped_draft_rounds"]:  # plain-floor rounds, no G chosen
+        run.extra["chosen"]["plain"] = run.extra["skipped_draft_rounds"]
+
+
 def measure(args, llm, name: str, stream, B: int, reference: dict | None, arrival_gap_s: float = 0.0):
     """One run of configuration `name` over `stream` at B (`arrival_gap_s`: staggered arrivals, common.serve)."""
-    kind = config_kind(name)
-    ctl = llm.engine.control
-    timer = None
-    if ctl is not None:
-        unwrap_timers(llm)
-        if args.reset_controllers:
-            ctl.reset()
-        before = Counter(ctl.step.k_histogram if ctl.step is not None else ctl.verify.g_histogram)
-        timer = ControllerTimer(llm)
-    hook = kind["hook"]
+    hook = config_kind(name)["hook"]
+    started = begin(args, llm)
     serve = functools.partial(common.serve, arrival_gap_s=arrival_gap_s)
     if hook is None:
         run = serve(llm, stream, B, args.max_tokens, args.ignore_eos, args.temperature)
@@ -159,19 +186,5 @@ def measure(args, llm, name: str, stream, B: int, reference: dict | None, arriva
         with Hook(llm, "oracle", reference=reference) as h:
             run = serve(llm, stream, B, args.max_tokens, args.ignore_eos, args.temperature)
         run.extra["oracle_missing_reference"] = h.oracle.missing
-    run.config = name
-    if ctl is not None:
-        after = Counter(ctl.step.k_histogram if ctl.step is not None else ctl.verify.g_histogram)
-        run.extra["chosen"] = {str(k): v for k, v in sorted((after - before).items())}
-        run.extra["chosen_axis"] = "k" if ctl.step is not None else "G"
-        run.extra["controller_s"] = timer.seconds
-        run.extra["controller_calls"] = timer.calls
-        run.extra["controller_share"] = timer.seconds / run.wall_s if run.wall_s else None
-        explore = ctl.summary()
-        run.extra["probe_rounds"] = explore.get("probes", 0)
-        run.extra["probe_share"] = explore.get("probe_share", 0.0)
-        run.extra["skipped_draft_rounds"] = explore.get("skipped_draft", 0)
-        run.extra["cost_check_rounds"] = explore.get("cost_checks", 0)  # the draft step's served pricing
-        if ctl.verify is not None and run.extra["skipped_draft_rounds"]:  # plain-floor rounds, no G chosen
-            run.extra["chosen"]["plain"] = run.extra["skipped_draft_rounds"]
+    finish(llm, run, name, started)
     return run

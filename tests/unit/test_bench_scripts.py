@@ -81,14 +81,48 @@ def test_paired_ratios_are_per_child_and_the_best_fixed_is_chosen_on_them():
 @pytest.mark.parametrize("argv, message", [
     (["--paired"], "--paired needs --isolate"),
     (["--isolate", "--paired", "--configs=plain,dspark7_oracle"], "does not measure oracle"),
+    (["--interleave", "--configs=plain,dspark7_L2"], "dspark7_L2 install a plan hook"),
+    (["--interleave", "--configs=plain,mtp_k5,mtp5_full", "--k_max=5"], None),  # one engine, measured once
+    (["--interleave", "--configs=plain,mtp_k1", "--sources=mixed,staggered"], "staggered stream"),
+    (["--interleave", "--configs=plain,mtp_k1", "--isolate"], "replaces --isolate"),
 ])
-def test_paired_flag_is_refused_where_it_cannot_measure(argv, message, capsys):
+def test_paired_and_interleave_are_refused_where_they_cannot_measure(argv, message, capsys):
     from bench.adaptive import parse_args
 
+    if message is None:
+        assert parse_args(argv).configs == ["plain", "mtp_k5"]
+        return
     with pytest.raises(SystemExit) as e:
         parse_args(argv)
     assert e.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_interleaved_engines_serve_what_they_serve_alone_each_on_its_own_clock(tiny_llama_dir, monkeypatch):
+    """bench/adaptive.py --interleave: engines stepped in turn give the outputs of a lone run (the same seeds, so at
+    T > 0 too), and each Run's clock sums its own rounds only: an engine whose rounds are slowed by 20 ms is
+    charged those, the other engine is not."""
+    from adaspec import LLM
+    from bench import common
+    from bench.adaptive_interleaved import serve_interleaved
+
+    a = LLM(str(tiny_llama_dir), max_seqs_per_batch=2, max_model_len=128)
+    b = LLM(str(tiny_llama_dir), max_seqs_per_batch=2, max_model_len=128)
+    prompts = [common.Prompt("code", f"p{i}", tuple(range(3 + i, 12 + 2 * i))) for i in range(3)]
+    alone = common.serve(a, prompts, 2, 10, ignore_eos=True, temperature=0.8)
+    step = b.engine.step
+
+    def slow():
+        time.sleep(0.02)
+        return step()
+    monkeypatch.setattr(b.engine, "step", slow)
+    runs = serve_interleaved({"a": a, "b": b}, prompts, 2, 10, ignore_eos=True, temperature=0.8)
+    assert runs["a"].outputs == runs["b"].outputs == alone.outputs
+    rounds = runs["b"].stats["decode_rounds"]
+    assert rounds >= 15 and runs["b"].wall_s >= 0.02 * rounds > runs["a"].wall_s
+    assert runs["a"].tokens == runs["b"].tokens == 30
+    a.close()
+    b.close()
 
 
 def test_batch_policy_replay_charges_rows_and_draft_steps():
