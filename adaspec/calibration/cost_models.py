@@ -11,7 +11,12 @@ Two models, both immutable, both `fit(points) -> model`, `cost_ms(bcap, x) -> fl
   1/cost over all its points (pooled across request buckets; `per_bucket=True` keeps one curve per
   bucket, used for adaptive draft step); the cost curve 1/SPS is then made
   non-decreasing in x by isotonic regression (pool-adjacent-violators, weighted by point count),
-  which keeps real cliffs of a staircase curve and only irons out noise inversions. An x between
+  which keeps real cliffs of a staircase curve and only irons out noise inversions. Per bucket (the
+  draft step's curves, whose windows at one x differ only by noise and KV length) each x is weighted
+  by its precision, windows / (relative spread^2 + SPREAD_FLOOR^2): where a disturbed x inverts the
+  curve, the consistent neighbour holds its value and the disturbed one moves (issue 13: a k = 1 measured
+  25.9 ms +-30% over a k = 2 at 22.7 ms +-2.6% pooled both at 24.3 ms, priced k = 1 at 1.57x plain against
+  ~1.2x served, and the draft step ran plain for a quarter of its rounds). An x between
   two measured values is priced by linear interpolation of cost; outside [min x, max x], or for a
   request bucket that was never measured, the answer is None (uncovered -> caller falls back to
   full width, R-F7).
@@ -42,6 +47,11 @@ from .cost_points import CostModelError, CostPoint, PointLike, as_points, cell_m
 
 ModelKind = Literal["additive", "sps"]
 MODEL_KINDS: tuple[str, ...] = ("additive", "sps")
+
+
+# a per-bucket x's relative spread counts as at least this in its precision weight: windows that agree by chance
+# (three windows within 0.1%) would otherwise outweigh every neighbour by orders of magnitude
+SPREAD_FLOOR = 0.02
 
 
 def _isotonic_increasing(y: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -100,13 +110,18 @@ class SpsCurve:
     cost_s: tuple[float, ...]  # fitted seconds per round per x, non-decreasing in x
 
     @classmethod
-    def fit(cls, pts: Iterable[CostPoint]) -> "SpsCurve":
+    def fit(cls, pts: Iterable[CostPoint], by_precision: bool = False) -> "SpsCurve":
+        """The curve of `pts`; the monotone projection weighs each x by its window count, or with `by_precision`
+        by its precision (module docstring)."""
         by_x: dict[int, list[float]] = {}
         for p in pts:
             by_x.setdefault(p.x, []).append(1.0 / p.cost_s)
         xs = tuple(sorted(by_x))
         sps = np.array([np.median(by_x[x]) for x in xs], dtype=np.float64)
         weights = np.array([len(by_x[x]) for x in xs], dtype=np.float64)
+        if by_precision:
+            spread = np.array([(max(by_x[x]) - min(by_x[x])) / np.median(by_x[x]) for x in xs], dtype=np.float64)
+            weights = weights / (spread ** 2 + SPREAD_FLOOR ** 2)
         cost = _isotonic_increasing(1.0 / sps, weights)
         return cls(xs, tuple(float(v) for v in sps), tuple(float(c) for c in cost))
 
@@ -148,7 +163,7 @@ class SpsModel:
             raise CostModelError("no measured points to fit")
         bcaps = tuple(sorted({p.bcap for p in pts}))
         if per_bucket:
-            curves = tuple(SpsCurve.fit(p for p in pts if p.bcap == b) for b in bcaps)
+            curves = tuple(SpsCurve.fit((p for p in pts if p.bcap == b), by_precision=True) for b in bcaps)
         else:
             curves = (SpsCurve.fit(pts),)
         return cls(bcaps, curves, per_bucket)

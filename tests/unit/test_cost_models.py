@@ -145,6 +145,24 @@ def test_sps_per_bucket_curves_for_draft_steps():
     assert r.evaluated == 2 and r.median_rel_error == pytest.approx(0.0, abs=1e-12)
 
 
+def test_sps_per_bucket_inversion_moves_the_disturbed_step_count():
+    """R-F1 robust fit (issue 13): per bucket, an inversion is resolved by precision, not by window count: a
+    k = 1 whose windows spread 30% above a consistent k = 2 takes k = 2's cost, k = 2 keeps its own; the pooled
+    curve (adaptive verify, where buckets differ for real) still pools by count."""
+    k0, k1, k2, k3 = [0.0165] * 3, [0.0198, 0.0259, 0.0270], [0.0224, 0.0227, 0.0230], [0.0252, 0.0256, 0.0260]
+    pts = [(1, k, c) for k, cs in enumerate((k0, k1, k2, k3)) for c in cs]
+    per = SpsModel.fit(pts, per_bucket=True)
+    assert per.cost_ms(1, 2) == pytest.approx(22.7, rel=0.005)  # the precise neighbour holds
+    assert per.cost_ms(1, 1) == pytest.approx(per.cost_ms(1, 2), rel=0.01)  # the disturbed one moves to it
+    assert per.cost_ms(1, 0) == pytest.approx(16.5) and per.cost_ms(1, 3) == pytest.approx(25.6, rel=0.005)
+    pooled = SpsModel.fit(pts)  # by count: the two meet halfway
+    assert pooled.cost_ms(1, 1) == pytest.approx(pooled.cost_ms(1, 2)) and 23.5 < pooled.cost_ms(1, 1) < 25.0
+    # windows that agree exactly do not get unbounded weight: the spread floor keeps the fit finite and between
+    exact = [(1, 1, 0.030)] * 3 + [(1, 2, 0.020)] * 3
+    c = SpsModel.fit(exact, per_bucket=True).curve(1).cost_s
+    assert c[0] == pytest.approx(c[1]) and c[0] == pytest.approx(0.025)  # equal floors: equal weights
+
+
 def test_sps_recovers_known_curve_with_noise():
     pts = [(b, g, (0.005 + 0.0004 * g) * (1 + 0.03 * n))
            for b in (1, 2) for g in (2, 4, 6, 8) for n in np.random.default_rng(3).standard_normal(5)]
