@@ -65,6 +65,9 @@ class ServedRatio:
         self._rounds: dict[int, _Round] = {}
         self._samples: dict[int, deque[tuple[int, float]]] = {}
         self.last_round: int | None = None
+        self._appended = 0  # samples appended so far (the ratio cache's version)
+        # per request count: (version, no clock), the round it was computed at and the last it holds for, the ratio
+        self._ratios: dict[int, tuple] = {}
 
     def record(self, round_id: int, batch_size: int, k: int, ms: float, pure: bool) -> None:
         """A completed round (rounds are recorded in id order; a failed round is simply missing)."""
@@ -81,6 +84,7 @@ class ServedRatio:
         if len(near) >= MIN_NEIGHBOURS:
             samples = self._samples.setdefault(c.batch_size, deque(maxlen=SAMPLES))
             samples.append((centre, statistics.median(near) / c.ms))
+            self._appended += 1
 
     def _steady(self, j: int, batch_size: int) -> bool:
         """Round j is a pure k = 1 round of `batch_size` requests after one like it (module docstring)."""
@@ -93,9 +97,19 @@ class ServedRatio:
         return [x for r, x in self._samples.get(batch_size, ()) if now is None or now - r <= MAX_AGE]
 
     def ratio(self, batch_size: int, now: int | None = None) -> float | None:
-        """Served k = 1 cost over plain for `batch_size` requests, or None while fewer than MIN_SAMPLES."""
+        """Served k = 1 cost over plain for `batch_size` requests, or None while fewer than MIN_SAMPLES. Kept until a
+        sample arrives or the oldest one ages out (asked twice per planned batch)."""
+        now = self.last_round if now is None else now
+        cached = self._ratios.get(batch_size)
+        if cached is not None and cached[0] == (self._appended, now is None) and (
+                now is None or cached[1] <= now <= cached[2]):
+            return cached[3]
         s = self.samples(batch_size, now)
-        return statistics.median(s) if len(s) >= MIN_SAMPLES else None
+        value = statistics.median(s) if len(s) >= MIN_SAMPLES else None
+        ages = [r for r, _ in self._samples.get(batch_size, ()) if now is None or now - r <= MAX_AGE]
+        self._ratios[batch_size] = ((self._appended, now is None), now, min(ages) + MAX_AGE if ages else float("inf"),
+                                    value)
+        return value
 
 
 class ServedPricing:
@@ -143,11 +157,13 @@ class ServedPricing:
         known = self.served.ratio(batch_size, round_id) is not None
         if not can_verify or self._since_check < (CHECK_EVERY_KNOWN if known else CHECK_EVERY):
             return False
+        # judged now, marginal or not: the next look is an interval away (a k = 1 far from the margin was otherwise
+        # re-judged every batch, each an acceptance estimate: a fifth of the controller's time at code B = 1)
+        self._since_check = 0
         a1 = self.window.prefix_acceptance()[0]
         gain = (1.0 + a1) * table[0] / table[1] - 1.0
         if gain >= CHECK_MARGIN:
             return False
-        self._since_check = 0
         self.cost_checks += 1
         return True
 

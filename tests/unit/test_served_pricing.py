@@ -3,6 +3,8 @@ the ratio of its served round times to plain rounds timed next to it, and the co
 
 from __future__ import annotations
 
+import statistics
+
 import pytest
 
 from adaspec.adaptive import step_served
@@ -168,3 +170,28 @@ def test_a_new_served_price_rescores_without_resetting_the_exploration_backoff()
     d = ctrl.decisions[-1]
     assert len(ctrl.decisions) == n + 1 and d.predicted[1] == pytest.approx(d.predicted[0] * 1.35 / 2.0, rel=0.05)
     assert ctrl.backoff == 4
+
+
+def test_the_served_ratio_cache_follows_new_samples_and_their_age():
+    """ServedRatio.ratio is kept between samples (asked twice per batch) but equals a fresh median of the samples no
+    older than MAX_AGE at every round: a new sample changes it at once, and the oldest ageing out drops it."""
+    served = ServedRatio()
+    rid = 0
+    for i in range(MIN_SAMPLES):  # a plain round amid k = 1 rounds, each served at 1.2 + i / 10 times plain
+        for k in (1, 1, 1, 0, 1, 1, 1):
+            rid += 1
+            served.record(rid, 4, k, 10.0 if k == 0 else 10.0 * (1.2 + i / 10), pure=True)
+    for _ in range(step_served.NEIGHBOURS):  # the last plain round's right-hand neighbours
+        rid += 1
+        served.record(rid, 4, 1, 10.0 * (1.2 + (MIN_SAMPLES - 1) / 10), pure=True)
+
+    def fresh(now):
+        s = served.samples(4, now)
+        return statistics.median(s) if len(s) >= MIN_SAMPLES else None
+
+    assert len(served.samples(4)) == MIN_SAMPLES and served.ratio(4) == pytest.approx(fresh(rid))
+    first = min(r for r, _ in served._samples[4])
+    for now in (rid, rid + 1, first + step_served.MAX_AGE, first + step_served.MAX_AGE + 1):
+        assert served.ratio(4, now) == fresh(now)
+    assert served.ratio(4, first + step_served.MAX_AGE + 1) is None  # one sample aged out: too few
+    assert served.ratio(4, rid) == fresh(rid) is not None  # asked at an earlier round again
