@@ -28,7 +28,8 @@ calibration (--calibration_json; default written by the bench: request buckets =
 product's CPU buckets below them (1, 4, 16, ...), one context range, few steps), calibrates each adaptive-verify (algorithm, width, dtype) once, saves
 the table (`adaptive_target_verify_cost_table_output`) and loads it for the asynchronous engine
 (`adaptive_target_verify_cost_table`). Adaptive draft step cannot load tables (R-C3): it calibrates
-with the same small calibration through `adaptive_draft_step_config`. Calibration time and the
+with the same buckets and context through `adaptive_draft_step_config`, but with the product's default windows
+(8 warm-up rounds, 3 windows of 32: bench/adaptive_calibration.py says why). Calibration time and the
 table's held-out error (`table.metadata.heldout`) are reported.
 
 Isolation (--isolate, bench/adaptive_isolated.py): every measurement in a fresh child process that

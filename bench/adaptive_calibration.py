@@ -1,5 +1,6 @@
 """bench/adaptive.py's calibration files: the small explicit calibration every adaptive engine of the
-bench uses (--calibration_json overrides it), and the adaptive-verify target rows it prepares."""
+bench uses (--calibration_json overrides it; the draft step keeps the product's default windows), and the
+adaptive-verify target rows it prepares."""
 
 from __future__ import annotations
 
@@ -61,6 +62,12 @@ def write_calibration_files(args, workdir: Path) -> dict:
     step_fields = {k: v for k, v in fields.items() if k not in ("draft_width", "target_graph_rows")}
     if not args.calibration_json:
         step_fields.pop("model", None)  # the engine's draft-step default (per-bucket sps)
+        # and its default windows (R-F3: 8 warm-up rounds, 3 windows of 32): with 2 + 3 x 8 rounds a point at B = 1
+        # lasts ~0.5 s, and on the 2-vCPU VM one slow stretch priced k = 1 at 1.44x plain against ~1.2x served
+        # (a consistent 26.5 ms +-5.8% beside plain at 18.4 ms); the draft step ran plain for a third of a code B = 1
+        # run at 0.93x fixed k = 1 (stop 49). The draft step's calibration is small (k = 0..k_max per bucket)
+        for name in ("warmup_steps", "window_steps", "windows_per_point"):
+            step_fields.pop(name, None)
     files["step"] = workdir / "draft_step_config.json"
     files["step"].write_text(json.dumps({"version": 1, "calibration": step_fields}, indent=1))
     files["step_sym"] = workdir / "draft_step_config_sym.json"  # the symmetric k = 0 rule (zero_confidence 0)
