@@ -111,8 +111,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="directory for the saved adaptive-verify cost tables (default: a fresh temporary directory)")
     p.add_argument("--reset_controllers", default="true", choices=("true", "false"),
                    help="rebuild the adaptive controllers (same table and policy) before every run")
-    p.add_argument("--max_model_len", type=int, default=512,
-                   help="context limit per request (KV cache size); must cover the calibration's max_kv_length")
+    p.add_argument("--max_model_len", type=int, default=1024,
+                   help="context limit per request (KV cache size); must cover the calibration's max_kv_length (the draft "
+                        "step's default calibration runs 106 rounds of k_max + 1 tokens from a 192-token prefill, up to it)")
     p.add_argument("--threads", type=int, default=1, help="torch threads (1 recommended, see NOTES.md)")
     p.add_argument("--clock", default="cpu", choices=("cpu", "wall"),
                    help="clock for tokens/s ratios: process CPU time (robust on a shared core) or wall time")

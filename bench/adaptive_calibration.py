@@ -68,6 +68,8 @@ def write_calibration_files(args, workdir: Path) -> dict:
         # run at 0.93x fixed k = 1 (stop 49). The draft step's calibration is small (k = 0..k_max per bucket)
         for name in ("warmup_steps", "window_steps", "windows_per_point"):
             step_fields.pop(name, None)
+        # 106 rounds of up to k_max + 1 tokens from the 192-token prefill: the context reaches the engines' limit
+        step_fields["contexts"] = [dict(step_fields["contexts"][0], max_kv_length=args.max_model_len)]
     files["step"] = workdir / "draft_step_config.json"
     files["step"].write_text(json.dumps({"version": 1, "calibration": step_fields}, indent=1))
     files["step_sym"] = workdir / "draft_step_config_sym.json"  # the symmetric k = 0 rule (zero_confidence 0)
