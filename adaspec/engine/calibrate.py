@@ -30,9 +30,17 @@ Noise (`calibration.robust`): windows are timed with the process CPU clock on a 
 engine (wall time elsewhere) and their wall time is kept too, so the share of time other processes
 took is known; a point whose windows disagree beyond the stated tolerance is measured again,
 within a bounded budget, and the cell cost is the median of its most consistent windows. Drift
-between points, which no point's own windows show, is checked per request bucket: its first point
-is measured again after its last, and a move beyond the threshold is corrected linearly in time
-(engine/calibration_drift.py, robust.drift_factors).
+between points, which no point's own windows show, is cancelled where the load can rewind
+(`NoisePolicy.interleave`, default on): a request bucket's points are measured window by window in
+turn (every point's warm-up rounds and first window, then every point's second window, ...; each visit
+rewound to the cached state, one untimed round before a later visit, since the round before ran another
+plan), so a slow stretch of the machine falls on every point of the bucket alike instead of on whichever
+point it ran. Measured one point after another, a 10-13% drift within a bucket's 10-13 s priced MTP k = 1
+at 1.44x a plain round against ~1.2x served, and the draft step ran plain for a third of a run (BENCHMARKS.md,
+stop 49). A point that still spreads beyond the tolerance is then measured again as before, a set at a
+time. Without rewinding (or with interleave off) points run one after another and the drift is checked per
+request bucket instead: its first point is measured again after its last, and a move beyond the threshold
+is corrected linearly in time (engine/calibration_drift.py, robust.drift_factors).
 """
 
 from __future__ import annotations
@@ -45,9 +53,9 @@ import torch
 
 from ..calibration.robust import Drift, NoisePolicy, PointStats, consistent_windows
 from ..rounds import RoundPlan
-from ..sampling_params import SamplingParams
 from .calibration_drift import correct_drift
-from .fork import can_fork, fork_request, restore_request, snapshot_request
+from .calibration_loads import SharedPrefixLoad, SyntheticLoad
+from .fork import can_fork
 
 
 @dataclass(frozen=True)
@@ -67,87 +75,6 @@ def rows_plan(bcap: int, rows: int, width: int) -> RoundPlan:
 
 def steps_plan(bcap: int, k: int) -> RoundPlan:
     return RoundPlan(k, (k,) * bcap, exact=True)
-
-
-_GREEDY = SamplingParams(temperature=0, max_tokens=10**9, ignore_eos=True)
-
-
-def _random_prompt(engine, prompt_len: int, generator: torch.Generator) -> list[int]:
-    # ids from the lower part of the vocabulary: ordinary tokens, never special ones at the top
-    high = max(8, min(engine.model_config.vocab_size, 32000))
-    return torch.randint(3, high, (prompt_len,), generator=generator).tolist()
-
-
-def _round(engine, plan: RoundPlan, max_verify: int) -> None:
-    """One round of every running synthetic request under `plan` (through the real scheduler)."""
-    batch = engine.scheduler.schedule(verify_cap=max_verify)
-    decoding = sum(c.is_decode for c in batch.chunks)
-    if len(plan.verify_lens) != decoding:  # prefill rounds and partial batches run plain
-        plan = RoundPlan(plan.num_steps, (0,) * decoding) if plan.num_steps else RoundPlan.plain(decoding)
-    result = engine.rounds.run(batch.chunks, plan)
-    engine.commit(batch, result)
-
-
-class SyntheticLoad:
-    """`n` synthetic requests with their own prompts, each prefilled separately (any drafter)."""
-
-    can_rewind = False
-
-    def __init__(self, engine, n: int, prompt_len: int, generator: torch.Generator, width: int = 0):
-        self.engine, self.width = engine, width
-        self.requests = []
-        for _ in range(n):
-            req = engine.make_request(_random_prompt(engine, prompt_len, generator), _GREEDY)
-            engine.enqueue(req)
-            self.requests.append(req)
-        while any(not r.prefilled for r in self.requests):
-            self.round(RoundPlan(0, ()))
-
-    def round(self, plan: RoundPlan) -> None:
-        _round(self.engine, plan, plan.num_steps)
-
-    @property
-    def kv_len(self) -> int:
-        return max(r.num_computed for r in self.requests)
-
-    def close(self) -> None:
-        for r in self.requests:
-            self.engine.abort(r.request_id)
-
-
-class SharedPrefixLoad(SyntheticLoad):
-    """Synthetic requests sharing one prompt: one prefill, forks of it, rewinds by length.
-
-    The source request is prefilled by normal rounds, then decoded once with the full draft width
-    and nothing verified, so the draft has read the whole prompt; that state is the cached state
-    every point starts from. `resize(n)` forks or drops requests (all at the cached state)."""
-
-    can_rewind = True
-
-    def __init__(self, engine, prompt_len: int, generator: torch.Generator, width: int):
-        self.engine, self.width = engine, width
-        src = engine.make_request(_random_prompt(engine, prompt_len, generator), _GREEDY)
-        engine.enqueue(src)
-        self.requests = [src]
-        while not src.prefilled:
-            self.round(RoundPlan(0, ()))
-        self.round(RoundPlan(width, (0,)))  # the draft reads the prompt once; one token committed
-        self.snapshots = {src.request_id: snapshot_request(engine, src)}
-
-    def rewind(self) -> None:
-        for r in self.requests:
-            restore_request(self.engine, r, self.snapshots[r.request_id])
-
-    def resize(self, n: int) -> None:
-        self.rewind()
-        while len(self.requests) > n:
-            r = self.requests.pop()
-            del self.snapshots[r.request_id]
-            self.engine.abort(r.request_id)
-        while len(self.requests) < n:
-            r = fork_request(self.engine, self.requests[0])
-            self.requests.append(r)
-            self.snapshots[r.request_id] = snapshot_request(self.engine, r)
 
 
 def warm_up(engine, shapes: Iterable[tuple[int, RoundPlan]], prompt_len: int = 16) -> int:
@@ -203,6 +130,91 @@ class Measurement:
     extra_allowed: int = 0
     synthetic_requests: dict = field(default_factory=dict)  # bcap -> synthetic requests this engine built
     drifts: list[Drift] = field(default_factory=list)  # per checked bucket: its reference point before and after
+    interleaved: bool = False  # some bucket's windows were measured in turn across its points (NoisePolicy.interleave)
+
+
+@dataclass
+class _Run:
+    """One grid point being measured: its plan, whether its windows also time a plain round, what they measured."""
+
+    bcap: int
+    x: int
+    plan: RoundPlan
+    split: bool  # plain_within: the windows less their draft calls are a plain round's cost too
+    windows: list = field(default_factory=list)  # (cost s/round, wall s/round, mean KV length)
+    plain: list = field(default_factory=list)  # split: the same windows less their draft calls, s/round
+    sets: int = 0  # sets of windows_per_point windows measured
+
+
+class _Timing:
+    """`measure`'s rounds, windows and per-point settling on a load, counted into the Measurement `out`; `budget`:
+    the re-measurement rounds left for the whole table."""
+
+    def __init__(self, engine, clock, out, progress, noise, window_steps: int, windows_per_point: int):
+        self.engine, self.clock, self.out, self.progress, self.noise = engine, clock, out, progress, noise
+        self.window_steps, self.windows_per_point = window_steps, windows_per_point
+        self.budget = out.extra_allowed
+
+    def rounds(self, load, run: _Run, n: int) -> None:
+        """n untimed rounds (warm-up)."""
+        for _ in range(n):
+            load.round(run.plan)
+        self.out.rounds += n
+        if self.progress is not None:
+            self.progress.advance(run.bcap, run.x, n, None)
+
+    def window(self, load, run: _Run) -> None:
+        """One timed window of `window_steps` rounds."""
+        runner, steps = self.engine.rounds, self.window_steps
+        runner.draft_clock = self.clock.read if run.split else None
+        runner.draft_seconds = 0.0
+        kv0, t0 = load.kv_len, self.clock.now()
+        for _ in range(steps):
+            load.round(run.plan)
+        cost, wall = self.clock.cost(t0, self.clock.now())
+        runner.draft_clock = None
+        run.windows.append((cost / steps, wall / steps, (kv0 + load.kv_len) // 2))
+        if run.split:
+            run.plain.append((cost - runner.draft_seconds) / steps)
+        self.out.rounds += steps
+        if self.progress is not None:
+            self.progress.advance(run.bcap, run.x, steps, wall / steps)
+        if len(run.windows) % self.windows_per_point == 0:
+            run.sets += 1
+
+    def settle(self, load, run: _Run, need: int | None, max_kv: int) -> None:
+        """Measure the point again (from the cached state, a whole set at a time) while its consistent windows spread
+        beyond the tolerance, within max_remeasures and the table's budget; then record it in `out`."""
+        noise, out, n = self.noise, self.out, self.windows_per_point
+        while True:
+            chosen, spread = consistent_windows([w[0] for w in run.windows], n)
+            if run.split:
+                chosen_p, spread_p = consistent_windows(run.plain, n)
+                spread = max(spread, spread_p)  # both costs must be consistent
+            again = self.window_steps * n
+            if spread <= noise.tolerance or run.sets > noise.max_remeasures or again > self.budget:
+                break
+            if not load.can_rewind and load.kv_len + need > max_kv:
+                break  # no room left in this KV range for another set of windows
+            self.budget -= again
+            out.extra_rounds += again
+            if self.progress is not None:
+                self.progress.add_rounds(run.bcap, run.x, again)
+            if load.can_rewind:
+                load.rewind()
+            for _ in range(n):
+                self.window(load, run)
+        cpu = sum(w[0] for w in run.windows)
+        wall = sum(w[1] for w in run.windows)
+        steal = max(0.0, 1.0 - cpu / wall) if self.clock.cpu and wall > 0 else None
+        bcap, x, windows = run.bcap, run.x, run.windows
+        if run.split:
+            out.stats.append(PointStats(bcap, 0, spread_p, run.sets - 1, tuple(run.plain), tuple(chosen_p),
+                                        steal=steal, resolved=spread <= noise.tolerance))
+            out.points += [Point(bcap, 0, run.plain[i], windows[i][2]) for i in chosen_p]
+        out.stats.append(PointStats(bcap, x, spread, run.sets - 1, tuple(w[0] for w in windows), tuple(chosen),
+                                    steal=steal, resolved=spread <= noise.tolerance))
+        out.points += [Point(bcap, x, windows[i][0], windows[i][2]) for i in chosen]
 
 
 def measure(
@@ -243,7 +255,8 @@ def measure(
     out = Measurement([], [], clock.name, shared)
     planned = len(contexts) * sum(len(xs) for xs in grid.values()) * (warmup_steps + window_steps * windows_per_point)
     # re-measurement rounds left for the whole table (bounded)
-    budget = out.extra_allowed = noise.extra_rounds(planned, window_steps * windows_per_point)
+    out.extra_allowed = noise.extra_rounds(planned, window_steps * windows_per_point)
+    timing = _Timing(engine, clock, out, progress, noise, window_steps, windows_per_point)
     t_start = time.perf_counter()
     for prefill, min_kv, max_kv in contexts:
         load = SharedPrefixLoad(engine, prefill, g, width) if shared else None
@@ -253,70 +266,39 @@ def measure(
                 load.resize(n_req)
             else:
                 load = SyntheticLoad(engine, n_req, prefill, g, width)
-            check = shared and noise.check_drift and len(xs) >= 2
+            runs = [_Run(bcap, x, make_plan(bcap, x), plain_within.get(bcap) == x) for x in xs]
+            interleave = shared and noise.interleave and len(xs) >= 2
+            check = shared and noise.check_drift and len(xs) >= 2 and not interleave
             if check and progress is not None:  # the reference's second measurement (below)
                 progress.add_rounds(bcap, xs[0], 1 + window_steps * windows_per_point)
             marks = []  # per point: (time mid-measurement, first index in out.points, in out.stats)
-            for x in xs:
+            if interleave:
+                out.interleaved = True
+                if progress is not None:  # one round before each later visit (below)
+                    for r in runs:
+                        progress.add_rounds(bcap, r.x, windows_per_point - 1)
+                t0 = time.perf_counter()
+                for visit in range(windows_per_point):  # window `visit` of every point, in turn
+                    for r in runs:
+                        load.rewind()
+                        timing.rounds(load, r, warmup_steps if visit == 0 else 1)  # the shape before ran another plan
+                        timing.window(load, r)
+                mid = (t0 + time.perf_counter()) / 2
+                for r in runs:
+                    marks.append([mid, len(out.points), len(out.stats)])
+                    timing.settle(load, r, None, max_kv)
+            for r in runs if not interleave else ():
                 marks.append([time.perf_counter(), len(out.points), len(out.stats)])
-                plan = make_plan(bcap, x)
-                need = (warmup_steps + window_steps * windows_per_point) * rows_per_round(bcap, x)
+                need = (warmup_steps + window_steps * windows_per_point) * rows_per_round(bcap, r.x)
                 if shared:
                     load.rewind()
                 elif load.kv_len + need > max_kv or load.kv_len < min_kv:
                     load.close()
                     load = SyntheticLoad(engine, n_req, prefill, g, width)
-                for _ in range(warmup_steps):
-                    load.round(plan)
-                    out.rounds += 1
-                if progress is not None:
-                    progress.advance(bcap, x, warmup_steps, None)
-                windows: list[tuple[float, float, int]] = []  # (cost s/round, wall s/round, kv)
-                plain: list[float] = []  # plain_within: the same windows less their draft calls, s/round
-                split = plain_within.get(bcap) == x
-                runner = engine.rounds
-                runner.draft_clock = clock.read if split else None
-                sets = 0
-                while True:
-                    for _ in range(windows_per_point):
-                        runner.draft_seconds = 0.0
-                        kv0, t0 = load.kv_len, clock.now()
-                        for _ in range(window_steps):
-                            load.round(plan)
-                        cost, wall = clock.cost(t0, clock.now())
-                        windows.append((cost / window_steps, wall / window_steps, (kv0 + load.kv_len) // 2))
-                        if split:
-                            plain.append((cost - runner.draft_seconds) / window_steps)
-                        out.rounds += window_steps
-                        if progress is not None:
-                            progress.advance(bcap, x, window_steps, wall / window_steps)
-                    sets += 1
-                    chosen, spread = consistent_windows([w[0] for w in windows], windows_per_point)
-                    if split:
-                        chosen_p, spread_p = consistent_windows(plain, windows_per_point)
-                        spread = max(spread, spread_p)  # both costs must be consistent
-                    again = window_steps * windows_per_point
-                    if spread <= noise.tolerance or sets > noise.max_remeasures or again > budget:
-                        break
-                    if not load.can_rewind and load.kv_len + need > max_kv:
-                        break  # no room left in this KV range for another set of windows
-                    budget -= again
-                    out.extra_rounds += again
-                    if progress is not None:
-                        progress.add_rounds(bcap, x, again)
-                    if load.can_rewind:
-                        load.rewind()
-                runner.draft_clock = None
-                cpu = sum(w[0] for w in windows)
-                wall = sum(w[1] for w in windows)
-                steal = max(0.0, 1.0 - cpu / wall) if clock.cpu and wall > 0 else None
-                if split:
-                    out.stats.append(PointStats(bcap, 0, spread_p, sets - 1, tuple(plain), tuple(chosen_p),
-                                                steal=steal, resolved=spread <= noise.tolerance))
-                    out.points += [Point(bcap, 0, plain[i], windows[i][2]) for i in chosen_p]
-                out.stats.append(PointStats(bcap, x, spread, sets - 1, tuple(w[0] for w in windows),
-                                            tuple(chosen), steal=steal, resolved=spread <= noise.tolerance))
-                out.points += [Point(bcap, x, windows[i][0], windows[i][2]) for i in chosen]
+                timing.rounds(load, r, warmup_steps)
+                for _ in range(windows_per_point):
+                    timing.window(load, r)
+                timing.settle(load, r, need, max_kv)
                 marks[-1][0] = (marks[-1][0] + time.perf_counter()) / 2
             if check:
                 out.rounds += correct_drift(out, load, make_plan(bcap, xs[0]), bcap, xs[0], marks, clock, noise,

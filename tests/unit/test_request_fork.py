@@ -17,7 +17,7 @@ import torch
 
 from adaspec.drafts.base import copy_draft_slot, supports_copy_slot
 from adaspec.drafts.factory import build_draft
-from adaspec.engine.calibrate import SharedPrefixLoad
+from adaspec.engine.calibration_loads import SharedPrefixLoad
 from adaspec.engine.fork import can_fork, fork_request
 from adaspec.engine.llm_engine import LLM
 from adaspec.models.loader import load_model
