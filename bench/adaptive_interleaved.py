@@ -90,13 +90,19 @@ def serve_interleaved(llms: dict, prompts: Sequence, batch_size: int, max_tokens
 
 
 def interleave_error(args) -> str | None:
-    """Why --interleave cannot run these arguments (None: it can). Refused before any work: what --interleave cannot measure: a configuration with a hook (fixed verify length,
-    oracle) or two configurations of one engine (their rounds would share it), the staggered
-    stream (its arrivals run on one engine's clock), and --isolate / --paired (other designs)."""
+    """Why --interleave cannot run these arguments (None: it can). Refused before any work: a configuration with a
+    hook (fixed verify length, oracle), with schedule overlap, or two configurations of one engine (their rounds
+    would share it), the staggered stream (its arrivals run on one engine's clock), and --isolate / --paired (other
+    designs)."""
     hooked = [n for n in args.configs if config_kind(n)["hook"] is not None]
     if hooked:
         return (f"--interleave: {', '.join(hooked)} install a plan hook on a shared full-width engine and cannot be "
                 "interleaved; drop them from --configs or run without --interleave")
+    overlapped = [n for n in args.configs if n.endswith("_async")]
+    if overlapped:
+        return (f"--interleave: {', '.join(overlapped)} overlap a round with the next step's scheduling (a worker "
+                "thread), so its work would run inside the other engines' timed rounds; drop them from --configs or "
+                "run without --interleave")
     by_engine: dict[str, list[str]] = {}
     for n in args.configs:
         by_engine.setdefault(config_kind(n)["engine"], []).append(n)

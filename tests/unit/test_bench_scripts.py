@@ -82,6 +82,7 @@ def test_paired_ratios_are_per_child_and_the_best_fixed_is_chosen_on_them():
     (["--paired"], "--paired needs --isolate"),
     (["--isolate", "--paired", "--configs=plain,dspark7_oracle"], "does not measure oracle"),
     (["--interleave", "--configs=plain,dspark7_L2"], "dspark7_L2 install a plan hook"),
+    (["--interleave", "--configs=plain,dspark7_sync,dspark7_async"], "dspark7_async overlap a round"),
     (["--interleave", "--configs=plain,mtp_k5,mtp5_full", "--k_max=5"], None),  # one engine, measured once
     (["--interleave", "--configs=plain,mtp_k1", "--sources=mixed,staggered"], "staggered stream"),
     (["--interleave", "--configs=plain,mtp_k1", "--isolate"], "replaces --isolate"),
