@@ -33,9 +33,6 @@ class NoisePolicy:
     trust_unresolved: float = 0.10  # share of points left above tolerance beyond which it is, too
     drift_tolerance: float = 0.03  # a request bucket's reference point that moved more than this is corrected
     check_drift: bool = True  # re-measure each bucket's first point after its last (drift_factors)
-    # measure a bucket's points window by window in turn (engine/calibrate.py), where the load can rewind: drift
-    # between points then falls on all of them alike, and the drift check above is not needed there
-    interleave: bool = True
 
     def extra_rounds(self, planned_rounds: int, one_set: int) -> int:
         """Re-measurement rounds allowed for a table: the stated share of the planned rounds, and at
@@ -152,7 +149,7 @@ def spread_lines(stats: Sequence[PointStats], x_name: str = "G") -> list[str]:
 
 
 def noise_summary(stats: Sequence[PointStats], policy: NoisePolicy, clock: str, extra_used: int,
-                  extra_allowed: int, drifts: Sequence[Drift] = (), interleaved: bool = False) -> str:
+                  extra_allowed: int, drifts: Sequence[Drift] = ()) -> str:
     again = [s for s in stats if s.remeasures]
     unresolved = [s for s in stats if not s.resolved]
     steals = [s.steal for s in stats if s.steal is not None]
@@ -162,8 +159,6 @@ def noise_summary(stats: Sequence[PointStats], policy: NoisePolicy, clock: str, 
             f"{extra_allowed} extra rounds allowed); {len(unresolved)} unresolved; largest spread {100 * worst:.1f}%")
     if steals:
         text += f"; other processes took {100 * median(steals):.0f}% of the wall time (median over points)"
-    if interleaved:
-        text += "; each request bucket's points measured window by window in turn (drift between them cancels)"
     if drifts:
         worst_drift = max(drifts, key=lambda d: abs(d.rel))
         text += (f"; drift (each bucket's first point again after its last): {sum(d.corrected for d in drifts)} of "

@@ -30,17 +30,12 @@ Noise (`calibration.robust`): windows are timed with the process CPU clock on a 
 engine (wall time elsewhere) and their wall time is kept too, so the share of time other processes
 took is known; a point whose windows disagree beyond the stated tolerance is measured again,
 within a bounded budget, and the cell cost is the median of its most consistent windows. Drift
-between points, which no point's own windows show, is cancelled where the load can rewind
-(`NoisePolicy.interleave`, default on): a request bucket's points are measured window by window in
-turn (every point's warm-up rounds and first window, then every point's second window, ...; each visit
-rewound to the cached state, one untimed round before a later visit, since the round before ran another
-plan), so a slow stretch of the machine falls on every point of the bucket alike instead of on whichever
-point it ran. Measured one point after another, a 10-13% drift within a bucket's 10-13 s priced MTP k = 1
-at 1.44x a plain round against ~1.2x served, and the draft step ran plain for a third of a run (BENCHMARKS.md,
-stop 49). A point that still spreads beyond the tolerance is then measured again as before, a set at a
-time. Without rewinding (or with interleave off) points run one after another and the drift is checked per
-request bucket instead: its first point is measured again after its last, and a move beyond the threshold
-is corrected linearly in time (engine/calibration_drift.py, robust.drift_factors).
+between points, which no point's own windows show, is checked per request bucket: its first point
+is measured again after its last, and a move beyond the threshold is corrected linearly in time
+(engine/calibration_drift.py, robust.drift_factors). (Measuring a bucket's points window by window in
+turn instead was tried at stop 49: over six alternating start-ups each, MTP k = 1's cost over plain spread
+1.09-1.48x in turn against 1.04-1.28x one after another, with more points left unresolved, since a slow
+stretch then spreads every point's windows; BENCHMARKS.md.)
 """
 
 from __future__ import annotations
@@ -130,7 +125,6 @@ class Measurement:
     extra_allowed: int = 0
     synthetic_requests: dict = field(default_factory=dict)  # bcap -> synthetic requests this engine built
     drifts: list[Drift] = field(default_factory=list)  # per checked bucket: its reference point before and after
-    interleaved: bool = False  # some bucket's windows were measured in turn across its points (NoisePolicy.interleave)
 
 
 @dataclass
@@ -180,7 +174,7 @@ class _Timing:
         if self.progress is not None:
             self.progress.advance(run.bcap, run.x, steps, wall / steps)
         if len(run.windows) % self.windows_per_point == 0:
-            run.sets += 1
+            run.sets += 1  # a whole set measured
 
     def settle(self, load, run: _Run, need: int | None, max_kv: int) -> None:
         """Measure the point again (from the cached state, a whole set at a time) while its consistent windows spread
@@ -266,39 +260,23 @@ def measure(
                 load.resize(n_req)
             else:
                 load = SyntheticLoad(engine, n_req, prefill, g, width)
-            runs = [_Run(bcap, x, make_plan(bcap, x), plain_within.get(bcap) == x) for x in xs]
-            interleave = shared and noise.interleave and len(xs) >= 2
-            check = shared and noise.check_drift and len(xs) >= 2 and not interleave
+            check = shared and noise.check_drift and len(xs) >= 2
             if check and progress is not None:  # the reference's second measurement (below)
                 progress.add_rounds(bcap, xs[0], 1 + window_steps * windows_per_point)
             marks = []  # per point: (time mid-measurement, first index in out.points, in out.stats)
-            if interleave:
-                out.interleaved = True
-                if progress is not None:  # one round before each later visit (below)
-                    for r in runs:
-                        progress.add_rounds(bcap, r.x, windows_per_point - 1)
-                t0 = time.perf_counter()
-                for visit in range(windows_per_point):  # window `visit` of every point, in turn
-                    for r in runs:
-                        load.rewind()
-                        timing.rounds(load, r, warmup_steps if visit == 0 else 1)  # the shape before ran another plan
-                        timing.window(load, r)
-                mid = (t0 + time.perf_counter()) / 2
-                for r in runs:
-                    marks.append([mid, len(out.points), len(out.stats)])
-                    timing.settle(load, r, None, max_kv)
-            for r in runs if not interleave else ():
+            for x in xs:
                 marks.append([time.perf_counter(), len(out.points), len(out.stats)])
-                need = (warmup_steps + window_steps * windows_per_point) * rows_per_round(bcap, r.x)
+                run = _Run(bcap, x, make_plan(bcap, x), plain_within.get(bcap) == x)
+                need = (warmup_steps + window_steps * windows_per_point) * rows_per_round(bcap, x)
                 if shared:
                     load.rewind()
                 elif load.kv_len + need > max_kv or load.kv_len < min_kv:
                     load.close()
                     load = SyntheticLoad(engine, n_req, prefill, g, width)
-                timing.rounds(load, r, warmup_steps)
+                timing.rounds(load, run, warmup_steps)
                 for _ in range(windows_per_point):
-                    timing.window(load, r)
-                timing.settle(load, r, need, max_kv)
+                    timing.window(load, run)
+                timing.settle(load, run, need, max_kv)
                 marks[-1][0] = (marks[-1][0] + time.perf_counter()) / 2
             if check:
                 out.rounds += correct_drift(out, load, make_plan(bcap, xs[0]), bcap, xs[0], marks, clock, noise,

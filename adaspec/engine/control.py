@@ -205,15 +205,15 @@ class AdaptiveControl:
         plain = _plain_costs(m.points) if self.mode != "adaptive_draft_step" else None
         table = CostTable.build([p for p in m.points if p.x or self.mode == "adaptive_draft_step"], eff, self.compat,
                                 plain_ms=plain, host=host_identity(self.engine.device))
-        how = ("one shared prefill per context range, forked into every request slot, rewound by length before "
-               "every point's windows" if m.shared_prefill else "every synthetic request prefilled separately (the "
+        how = ("one shared prefill per context range, forked into every request slot, rewound by length after "
+               "every point" if m.shared_prefill else "every synthetic request prefilled separately (the "
                "drafter has no copy_slot)")
         self.log(f"[adaspec] calibration: {len(m.stats)} points, {m.rounds} rounds in "
                  f"{time.perf_counter() - t0:.1f} s ({time.process_time() - c0:.1f} s of process CPU time; {how})")
         self.log("[adaspec] calibration points (cost per round, spread of the consistent windows"
                  + ("; plain = a round without draft" if plain else "") + "):\n"
                  + "\n".join(spread_lines(m.stats, eff.x_name)))
-        self.log(noise_summary(m.stats, noise, m.clock, m.extra_rounds, m.extra_allowed, m.drifts, m.interleaved))
+        self.log(noise_summary(m.stats, noise, m.clock, m.extra_rounds, m.extra_allowed, m.drifts))
         for line in drift_lines(m.drifts, eff.x_name):
             self.log(line)
         heldout = table.metadata.heldout or {}

@@ -54,14 +54,11 @@ def engine(tiny_llama_dir):
                num_speculative_tokens=5, max_seqs_per_batch=4, max_num_batched_tokens=64, max_model_len=256).engine
 
 
-SEQUENTIAL = NoisePolicy(interleave=False)  # one point after another, then the drift check (scripts in that order)
-
-
-def _measure(engine, monkeypatch, script, grid=None, noise=None, progress=None):
+def _measure(engine, monkeypatch, script, grid=None, noise=None):
     clock = ScriptedClock(script)
     monkeypatch.setattr(calibrate, "Clock", lambda eng: clock)
     m = measure(engine, grid or {1: [1]}, lambda b, g: rows_plan(b, g, 5), [(16, 1, 200)], 1, WINDOW, 3, 1,
-                lambda b, g: 6, noise=noise or SEQUENTIAL, width=5, progress=progress)
+                lambda b, g: 6, noise=noise or NoisePolicy(), width=5)
     assert not engine.scheduler.has_unfinished()  # every synthetic request is gone again
     return m, clock
 
@@ -84,13 +81,13 @@ def test_a_disagreeing_point_is_measured_again(engine, monkeypatch):
 
 def test_remeasuring_is_bounded(engine, monkeypatch):
     noisy = [1.0, 1.5, 2.0, 1.2, 1.7, 2.2, 1.4, 1.9, 2.4]  # no three agree within 10%
-    m, clock = _measure(engine, monkeypatch, noisy, noise=NoisePolicy(extra_fraction=10.0, interleave=False))
+    m, clock = _measure(engine, monkeypatch, noisy, noise=NoisePolicy(extra_fraction=10.0))
     (st,) = m.stats  # per point: at most max_remeasures extra sets
     assert st.remeasures == NoisePolicy().max_remeasures and not st.resolved and clock.used == 9
     m, clock = _measure(engine, monkeypatch, noisy)  # the table's budget (here one set) binds first
     assert m.stats[0].remeasures == 1 and m.extra_rounds == m.extra_allowed == 3 * WINDOW
     # a table-wide budget of 0 extra rounds: nothing is measured again, the point stays unresolved
-    m, clock = _measure(engine, monkeypatch, noisy, noise=NoisePolicy(extra_fraction=0.0, interleave=False))
+    m, clock = _measure(engine, monkeypatch, noisy, noise=NoisePolicy(extra_fraction=0.0))
     assert m.stats[0].remeasures == 0 and clock.used == 3 and not m.stats[0].resolved
 
 
@@ -145,8 +142,7 @@ def test_drift_within_the_tolerance_or_the_windows_spread_is_left_alone(engine, 
     # is within what they can tell apart
     m, _ = _measure(engine, monkeypatch, [1.0] * 3 + [1.5] * 3 + [1.1, 1.06, 1.02], {2: [2, 6]})
     assert m.drifts[0].threshold == pytest.approx(0.08 / 1.06) and not m.drifts[0].corrected
-    m, clock = _measure(engine, monkeypatch, [1.0] * 3 + [1.5] * 3, {2: [2, 6]},
-                        noise=NoisePolicy(check_drift=False, interleave=False))
+    m, clock = _measure(engine, monkeypatch, [1.0] * 3 + [1.5] * 3, {2: [2, 6]}, noise=NoisePolicy(check_drift=False))
     assert m.drifts == [] and clock.used == 6
 
 
@@ -157,7 +153,7 @@ def test_the_drift_check_is_sequential(engine, monkeypatch):
     clock = ScriptedClock([1.0] * 3 + [1.5] * 3 + [1.02])
     monkeypatch.setattr(calibrate, "Clock", lambda eng: clock)
     m = measure(engine, {2: [2, 6]}, lambda b, g: rows_plan(b, g, 5), [(16, 1, 200)], 1, WINDOW, 3, 1,
-                lambda b, g: 6, progress=bar, width=5, noise=SEQUENTIAL)
+                lambda b, g: 6, progress=bar, width=5)
     assert clock.used == 7 and m.rounds == 2 * (1 + 3 * WINDOW) + 1 + WINDOW
     assert not m.drifts[0].corrected and m.drifts[0].after_s == 1.02
     assert set(bar.remaining.values()) == {0}  # the bar's total drops the windows the check skipped
@@ -168,40 +164,6 @@ def test_the_drift_check_is_sequential(engine, monkeypatch):
     # a real move in every window is still corrected (test_drift_between_points_is_corrected_and_reported)
     m, clock = _measure(engine, monkeypatch, [1.0] * 3 + [1.5] * 3 + [1.1] * 3, {2: [2, 6]})
     assert clock.used == 9 and m.drifts[0].corrected and m.drifts[0].rel == pytest.approx(0.1)
-
-
-def test_a_buckets_points_are_measured_window_by_window_in_turn(engine, monkeypatch):
-    """Issue 13: with a rewinding load every point's first window, then every point's second, ...: a machine that
-    slows by 10% across the bucket moves both points alike (here their ratio by 2%, where one point after another
-    moved it by 6%), no drift check is needed, every window starts at the same KV length, and the bar ends at 0."""
-    drift = [1.0, 1.02, 1.04, 1.06, 1.08, 1.10]  # the machine's factor in each window's time slot
-    grid = {2: [2, 6]}
-    bar = RoundProgress([(2, 2), (2, 6)], 1 + 3 * WINDOW, lambda b, g: g, "test", enabled=False)
-    interleaved = [c * f for c, f in zip([1.0, 1.5] * 3, drift)]  # the slots go x = 2, 6, 2, 6, 2, 6
-    m, clock = _measure(engine, monkeypatch, interleaved, grid, noise=NoisePolicy(), progress=bar)
-    assert clock.used == 6 and m.interleaved and m.drifts == []
-    assert m.stats[0].windows == pytest.approx((1.0, 1.04, 1.08)) and m.stats[1].windows == pytest.approx(
-        (1.53, 1.59, 1.65))
-    assert m.stats[1].cost_s / m.stats[0].cost_s == pytest.approx(1.5 * 1.06 / 1.04)
-    assert len({p.kv_len for p in m.points}) == 1  # rewound before each visit: one untimed round, then a window
-    assert m.rounds == 2 * (1 + 3 * WINDOW) + 2 * 2  # warm-up and windows per point, one round per later visit
-    assert set(bar.remaining.values()) == {0}
-    assert "measured window by window in turn" in noise_summary(m.stats, NoisePolicy(), "cpu", 0, 0, m.drifts,
-                                                                 m.interleaved)
-    sequential = [c * f for c, f in zip([1.0] * 3 + [1.5] * 3, drift)]
-    m, _ = _measure(engine, monkeypatch, sequential + [1.0], grid, noise=NoisePolicy(check_drift=False,
-                                                                                        interleave=False))
-    assert m.stats[1].cost_s / m.stats[0].cost_s == pytest.approx(1.5 * 1.08 / 1.02)
-
-
-def test_an_interleaved_point_that_disagrees_is_measured_again_on_its_own(engine, monkeypatch):
-    """After the interleaved pass a point whose windows spread beyond the tolerance gets another set, rewound,
-    as one point measured alone does; the other point keeps its windows."""
-    script = [1.0, 1.5, 1.6, 1.5, 1.0, 1.5] + [1.0, 1.01, 0.99]  # x = 2's second window hit by a burst
-    m, clock = _measure(engine, monkeypatch, script, {2: [2, 6]}, noise=NoisePolicy())
-    assert clock.used == 9 and [s.remeasures for s in m.stats] == [1, 0]
-    assert m.stats[0].resolved and m.stats[0].cost_s == pytest.approx(1.0) and m.stats[1].cost_s == 1.5
-    assert m.extra_rounds == 3 * WINDOW
 
 
 def _stats(spreads, resolved=True):
