@@ -167,9 +167,13 @@ def noise_summary(stats: Sequence[PointStats], policy: NoisePolicy, clock: str, 
 
 
 def trust_warning(stats: Sequence[PointStats], heldout_median: float | None, policy: NoisePolicy,
-                  model: str = "additive", drifts: Sequence[Drift] = ()) -> str | None:
+                  model: str = "additive", drifts: Sequence[Drift] = (),
+                  table_flag: str | None = "--adaptive_target_verify_cost_table") -> str | None:
     """One warning line when the table is too noisy to trust, else None. It says why: timing noise
-    (points left unresolved) or a model that does not fit consistent measurements."""
+    (points left unresolved) or a model that does not fit consistent measurements. `table_flag`: the flag that
+    loads a saved table (None: the mode cannot load one, the adaptive draft step, R-C3)."""
+    elsewhere = (f" or load a table saved there with {table_flag}" if table_flag else
+                 " (the adaptive draft step calibrates at every start-up: it cannot load a saved table)")
     unresolved = sum(not s.resolved for s in stats)
     noisy = bool(stats) and unresolved / len(stats) > policy.trust_unresolved
     bad_fit = heldout_median is not None and heldout_median > policy.trust_heldout
@@ -182,12 +186,11 @@ def trust_warning(stats: Sequence[PointStats], heldout_median: float | None, pol
         reasons.append(f"{unresolved} of {len(stats)} points still spread more than {100 * policy.tolerance:.0f}% "
                        "after re-measuring")
         why = ("the machine was busy while calibrating; recalibrate on a quieter machine (pin the engine to a "
-               "free core with taskset) or load a table saved there with --adaptive_target_verify_cost_table")
+               "free core with taskset)" + elsewhere)
     elif any(d.corrected for d in drifts):
         moved = ", ".join(f"Bcap {d.bcap} {100 * d.rel:+.0f}%" for d in drifts if d.corrected)
         why = (f"every point's windows agree, but the machine's speed drifted between points ({moved}; corrected "
-               "linearly in time, which a step change defeats); recalibrate on a quieter machine or load a table "
-               "saved there with --adaptive_target_verify_cost_table")
+               "linearly in time, which a step change defeats); recalibrate on a quieter machine" + elsewhere)
     else:
         why = (f"every point's windows agree, so this is the {model} model not fitting these costs rather than "
                "noise; the controllers still use it: calibrate a denser grid (--graph_decode_batch_sizes) "

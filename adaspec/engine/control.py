@@ -220,7 +220,8 @@ class AdaptiveControl:
         heldout = table.metadata.heldout or {}
         if heldout:
             self.log(f"[adaspec] held-out cost error: {heldout_line(heldout)}")
-        warning = trust_warning(m.stats, heldout.get("median_rel_error"), noise, eff.model, m.drifts)
+        warning = trust_warning(m.stats, heldout.get("median_rel_error"), noise, eff.model, m.drifts,
+                                None if self.mode == "adaptive_draft_step" else TABLE_FLAG)
         if warning:
             self.log(warning)
         self.measurement = m

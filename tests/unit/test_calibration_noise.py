@@ -179,6 +179,9 @@ def test_report_lines():
     assert misfit.startswith("[adaspec] WARNING") and "not fitting" in misfit and "\n" not in misfit
     noisy = trust_warning(_stats([0.3] * 4, resolved=False), 0.2, pol)
     assert "busy" in noisy and "4 of 4 points" in noisy and "\n" not in noisy
+    assert "--adaptive_target_verify_cost_table" in noisy  # where a saved table can be loaded, the fix names it
+    step = trust_warning(_stats([0.3] * 4, resolved=False), 0.2, pol, table_flag=None)  # the draft step cannot load one
+    assert "busy" in step and "--adaptive_target_verify_cost_table" not in step and "cannot load a saved table" in step
 
 
 def test_eta_prices_remaining_rounds_by_measured_costs():
