@@ -25,7 +25,6 @@ import time
 from ..adaptive.closed_batch import closed_batch_value
 from ..adaptive.floor import PlainFloor, floor_applies, probe_requests
 from ..adaptive.step_controller import DraftStepController, StepPolicy
-from ..adaptive.step_served import served_kind
 from ..adaptive.verify_budget import budget_drafts
 from ..adaptive.verify_controller import VerifyController
 from ..calibration.config import (
@@ -354,8 +353,10 @@ class AdaptiveControl:
         if self.step is not None:
             self.step.observe(result.verify_lens, result.num_accepted, round_id=round_id)
             if plan is not None and seconds is not None and round_id is not None and self._timed_rounds:
-                k, pure = served_kind(plan.num_steps, plan.verify_lens, result.verify_lens, plan.stop_below,
-                                      decode_only, plan.probe, plan.draft_only is not None)
+                k = plan.num_steps
+                # pure: decode only, no probe subset, every request drafted and verified the round's k
+                pure = (decode_only and not plan.probe and plan.draft_only is None
+                        and all(L == k for L in result.verify_lens))
                 self.step.observe_round(round_id, len(result.verify_lens), k, 1000.0 * seconds, pure)
         elif any(result.draft_scores) and (self.verify.mode == "async" or self.floor is not None):
             # a round that skipped its draft has no scores, nor do the requests a probe left out;
