@@ -176,7 +176,7 @@ class _Timing:
         if len(run.windows) % self.windows_per_point == 0:
             run.sets += 1  # a whole set measured
 
-    def settle(self, load, run: _Run, need: int | None, max_kv: int) -> None:
+    def settle(self, load, run: _Run, need: int, max_kv: int) -> None:
         """Measure the point again (from the cached state, a whole set at a time) while its consistent windows spread
         beyond the tolerance, within max_remeasures and the table's budget; then record it in `out`."""
         noise, out, n = self.noise, self.out, self.windows_per_point
