@@ -66,7 +66,7 @@ class ServedRatio:
         self._samples: dict[int, deque[tuple[int, float]]] = {}
         self.last_round: int | None = None
         self._appended = 0  # samples appended so far (the ratio cache's version)
-        # per request count: (version, no clock), the round it was computed at and the last it holds for, the ratio
+        # per request count: the version, the round it was computed at and the last it holds for, the ratio
         self._ratios: dict[int, tuple] = {}
 
     def record(self, round_id: int, batch_size: int, k: int, ms: float, pure: bool) -> None:
@@ -93,22 +93,24 @@ class ServedRatio:
 
     def samples(self, batch_size: int, now: int | None = None) -> list[float]:
         """The current samples for `batch_size` requests (those no older than MAX_AGE rounds)."""
-        now = self.last_round if now is None else now
-        return [x for r, x in self._samples.get(batch_size, ()) if now is None or now - r <= MAX_AGE]
+        return [x for _, x in self._kept(batch_size, self.last_round if now is None else now)]
+
+    def _kept(self, batch_size: int, now: int | None) -> list[tuple[int, float]]:
+        """(round, sample) for `batch_size` requests no older than MAX_AGE rounds at `now` (None: all)."""
+        return [(r, x) for r, x in self._samples.get(batch_size, ()) if now is None or now - r <= MAX_AGE]
 
     def ratio(self, batch_size: int, now: int | None = None) -> float | None:
         """Served k = 1 cost over plain for `batch_size` requests, or None while fewer than MIN_SAMPLES. Kept until a
         sample arrives or the oldest one ages out (asked twice per planned batch)."""
         now = self.last_round if now is None else now
         cached = self._ratios.get(batch_size)
-        if cached is not None and cached[0] == (self._appended, now is None) and (
-                now is None or cached[1] <= now <= cached[2]):
+        if now is not None and cached is not None and cached[0] == self._appended and cached[1] <= now <= cached[2]:
             return cached[3]
-        s = self.samples(batch_size, now)
-        value = statistics.median(s) if len(s) >= MIN_SAMPLES else None
-        ages = [r for r, _ in self._samples.get(batch_size, ()) if now is None or now - r <= MAX_AGE]
-        self._ratios[batch_size] = ((self._appended, now is None), now, min(ages) + MAX_AGE if ages else float("inf"),
-                                    value)
+        kept = self._kept(batch_size, now)
+        value = statistics.median(x for _, x in kept) if len(kept) >= MIN_SAMPLES else None
+        if now is not None:  # valid from this round until a sample arrives or the oldest kept one ages out
+            self._ratios[batch_size] = (self._appended, now, min(r for r, _ in kept) + MAX_AGE if kept else float("inf"),
+                                        value)
         return value
 
 
