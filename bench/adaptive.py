@@ -294,11 +294,11 @@ def main(argv=None) -> int:
                 reference, by_prompt = None, None  # the plain run's greedy outputs (the oracle's reference)
                 if args.paired:
                     ratios = measure_pairs(args, isolated, dtype, source, B, runs, t_start)
-                for rep in range(args.repeats if args.interleave else 0):
-                    for name, run in measure_interleaved(args, engines, stream, B, rep).items():
-                        runs[name].append(run)
-                        log_run(t_start, dtype, B, source, rep, name, run)
-                if args.interleave:
+                elif args.interleave:
+                    for rep in range(args.repeats):
+                        for name, run in measure_interleaved(args, engines, stream, B, rep).items():
+                            runs[name].append(run)
+                            log_run(t_start, dtype, B, source, rep, name, run)
                     ratios = repeat_ratios(runs, args.clock)
                 for rep in range(0 if args.paired or args.interleave else args.repeats):
                     order = common.alternating(args.configs, rep)

@@ -137,6 +137,11 @@ def unwrap_timers(llm) -> None:
                 obj.__dict__.pop(attr, None)
 
 
+def _chosen(ctl) -> Counter:
+    """The controller's histogram of chosen step counts (draft step) or row budgets (adaptive verify) so far."""
+    return Counter(ctl.step.k_histogram if ctl.step is not None else ctl.verify.g_histogram)
+
+
 def begin(args, llm):
     """Before a measured run of `llm`: cold controllers (--reset_controllers), fresh controller timers; returns what
     `finish` needs (None for an engine without adaptive control)."""
@@ -146,7 +151,7 @@ def begin(args, llm):
     unwrap_timers(llm)
     if args.reset_controllers:
         ctl.reset()
-    return Counter(ctl.step.k_histogram if ctl.step is not None else ctl.verify.g_histogram), ControllerTimer(llm)
+    return _chosen(ctl), ControllerTimer(llm)
 
 
 def finish(llm, run, name: str, started) -> None:
@@ -157,8 +162,7 @@ def finish(llm, run, name: str, started) -> None:
         return
     before, timer = started
     ctl = llm.engine.control
-    after = Counter(ctl.step.k_histogram if ctl.step is not None else ctl.verify.g_histogram)
-    run.extra["chosen"] = {str(k): v for k, v in sorted((after - before).items())}
+    run.extra["chosen"] = {str(k): v for k, v in sorted((_chosen(ctl) - before).items())}
     run.extra["chosen_axis"] = "k" if ctl.step is not None else "G"
     run.extra["controller_s"] = timer.seconds
     run.extra["controller_calls"] = timer.calls

@@ -19,6 +19,7 @@ are refused."""
 
 from __future__ import annotations
 
+import functools
 import gc
 import time
 from typing import Sequence
@@ -68,13 +69,8 @@ def serve_interleaved(llms: dict, prompts: Sequence, batch_size: int, max_tokens
                       temperature: float = 0.0) -> dict[str, common.Run]:
     """{name: Run} of every engine of `llms` serving `prompts` (common.serve's rules and seeds), one round of each
     engine in turn (in `llms`' order) until all are done; each Run's clocks hold its own rounds only."""
-    from adaspec.sampling_params import SamplingParams
-
-    def params_of(i: int):
-        if temperature > 0:
-            return SamplingParams(temperature=temperature, max_tokens=max_tokens, ignore_eos=ignore_eos, seed=i)
-        return SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=ignore_eos)
-
+    params_of = functools.partial(common.request_params, max_tokens=max_tokens, ignore_eos=ignore_eos,
+                                  temperature=temperature)
     streams = {name: _Stream(llm, prompts, batch_size, params_of) for name, llm in llms.items()}
     gc.collect()
     gc.disable()

@@ -22,6 +22,7 @@ take alone, memory-bandwidth interference aside.
 from __future__ import annotations
 
 import datetime
+import functools
 import gc
 import json
 import os
@@ -272,6 +273,15 @@ class Run:
         return sum(len(o) for o in self.outputs)
 
 
+def request_params(i: int, max_tokens: int, ignore_eos: bool, temperature: float):
+    """The sampling parameters of the stream's request i: greedy, or at `temperature` with seed i (`serve`)."""
+    from adaspec.sampling_params import SamplingParams
+
+    if temperature > 0:
+        return SamplingParams(temperature=temperature, max_tokens=max_tokens, ignore_eos=ignore_eos, seed=i)
+    return SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=ignore_eos)
+
+
 def serve(llm, prompts: Sequence[Prompt], batch_size: int, max_tokens: int, ignore_eos: bool = False,
           temperature: float = 0.0, arrival_gap_s: float = 0.0) -> Run:
     """Continuous batching with at most `batch_size` running requests: the prompt stream is fed in
@@ -283,14 +293,8 @@ def serve(llm, prompts: Sequence[Prompt], batch_size: int, max_tokens: int, igno
     CPU time after the start and joins at the first step after that (when a slot is free), so the
     batch grows and shrinks as requests join and leave. When nothing runs, the clock skips to the
     next arrival (idle time is not work: it is in neither clock of the result)."""
-    from adaspec.sampling_params import SamplingParams
-
     engine = llm.engine
-
-    def params_of(i: int):
-        if temperature > 0:
-            return SamplingParams(temperature=temperature, max_tokens=max_tokens, ignore_eos=ignore_eos, seed=i)
-        return SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=ignore_eos)
+    params_of = functools.partial(request_params, max_tokens=max_tokens, ignore_eos=ignore_eos, temperature=temperature)
     rec = RoundRecorder()
     engine.spec_stats = rec
     queue = list(enumerate(prompts))
