@@ -91,13 +91,18 @@ class AcceptanceWindow:
 
     # ---- feeding ------------------------------------------------------------------------
     def observe(self, verify_lens: list[int], num_accepted: list[int],
-                requests: Sequence[Hashable] | None = None) -> None:
+                requests: Sequence[Hashable] | None = None, ceilings: Sequence[int] | None = None) -> None:
         """One completed batch: per request, verified draft count L and accepted count m (and, optionally,
-        the requests' ids, in the same order)."""
+        the requests' ids, in the same order). `ceilings`: per request, the most it could have verified (the
+        draft step's confidence stop, step_depth.py): a draft that accepted all L < ceiling counts as reaching
+        position L + 1 and missing it, so a_i is what a round of ceiling >= i yields at position i."""
         if len(verify_lens) != len(num_accepted):
             raise ValueError(f"{len(verify_lens)} verify lengths but {len(num_accepted)} accepted counts")
         if requests is not None and len(requests) != len(verify_lens):
             raise ValueError(f"{len(verify_lens)} verify lengths but {len(requests)} request ids")
+        if ceilings is not None and (len(ceilings) != len(verify_lens)
+                                     or any(L > c for L, c in zip(verify_lens, ceilings))):
+            raise ValueError(f"ceilings {list(ceilings)} do not bound verify lengths {list(verify_lens)}")
         if not any(verify_lens):  # a batch without drafts (k = 0: most batches of the plain floor) only counts
             if any(num_accepted):
                 raise ValueError(f"accepted counts {list(num_accepted)} for a batch that verified no draft")
@@ -117,6 +122,8 @@ class AcceptanceWindow:
                 continue
             drafts += 1
             r = min(L, m + 1)  # positions reached: verified, and every earlier one accepted
+            if m == L and ceilings is not None and L < min(int(ceilings[j]), self.max_steps):
+                r = L + 1  # stopped short of its ceiling with all accepted: position L + 1 reached, not drafted
             for i in range(m):
                 acc[i] += 1
             for i in range(r):

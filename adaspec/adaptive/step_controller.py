@@ -89,6 +89,7 @@ from typing import Callable, Sequence
 
 from .feedback import DEFAULT_PRIOR_RATE, AcceptanceWindow, LaggedFeedback
 from .step_costs import StepCostTables
+from .step_depth import CeilingPricing
 from .step_explore import StepExploration
 from .step_served import ServedPricing
 from .step_policy import StepPolicy, StepScoring, _best_speculative, best_step, step_throughput
@@ -111,7 +112,7 @@ class StepDecision:
     optimistic: dict[int, float] = field(default_factory=dict)  # at k = 0: k >= 1 under the aged upper bound
 
 
-class DraftStepController(StepExploration, StepScoring, ServedPricing):
+class DraftStepController(StepExploration, StepScoring, ServedPricing, CeilingPricing):
     """observe() completed batches, plan() one k per batch (R-C1, R-C2)."""
 
     def __init__(
@@ -170,19 +171,26 @@ class DraftStepController(StepExploration, StepScoring, ServedPricing):
         self.decisions: deque[StepDecision] = deque(maxlen=history)
         self.k_histogram: Counter[int] = Counter()  # k returned by plan(), per batch
         self._init_served()
+        self._init_depth(k_max)
 
     @property
     def completed(self) -> int:
         return self.window.completed
 
     # ---- feedback -----------------------------------------------------------------------
-    def observe(self, verify_lens: list[int], num_accepted: list[int], round_id: int | None = None) -> None:
+    def observe(self, verify_lens: list[int], num_accepted: list[int], round_id: int | None = None,
+                ceilings: list[int] | None = None) -> None:
         """A completed batch's result (from the normal result path, R-C4). With `round_id`, it is
-        used only when planning a round >= round_id + lag, and its requests are those plan() was given."""
+        used only when planning a round >= round_id + lag, and its requests are those plan() was given.
+        `ceilings`: per request, the most it could verify, when a confidence stop may end drafts earlier
+        (step_depth.py)."""
         ids = self._round_requests.pop(round_id, None) if round_id is not None else None
         if ids is not None and len(ids) != len(verify_lens):
             ids = None
-        self.feedback.push(round_id, (list(verify_lens), list(num_accepted), ids))
+        if ceilings is not None and not self.policy.ceiling_pricing:
+            ceilings = None
+        self.feedback.push(round_id, (list(verify_lens), list(num_accepted), ids,
+                                      None if ceilings is None else list(ceilings)))
 
     # ---- planning -----------------------------------------------------------------------
     def plan(self, batch_size: int, round_id: int | None = None, kv_len: int | None = None,
@@ -197,8 +205,11 @@ class DraftStepController(StepExploration, StepScoring, ServedPricing):
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         self.last_probe = self.last_check = False
-        for lens, acc, ids in self.feedback.release(round_id):
-            self.window.observe(lens, acc, ids)
+        for lens, acc, ids, ceilings in self.feedback.release(round_id):
+            self.window.observe(lens, acc, ids, ceilings)
+            if ceilings is not None:
+                self._ceilings_seen = True
+                self.depth.observe(lens, ceilings)
 
         self._closed = closed if closed and len(closed) > 1 and self.policy.closed_batch else None
         self._kv_len = kv_len
@@ -229,7 +240,11 @@ class DraftStepController(StepExploration, StepScoring, ServedPricing):
             return self.k_max
         self._fallback_bcap = ()
         base = self.costs.for_batch(batch_size, bcap, table, kv_len)
+        epoch = self.completed // self.policy.update_interval
+        if epoch > self._epoch or self._continuation is None:
+            self._refresh_depth()  # the depth a ceiling reaches, re-read only when the batch is re-scored
         table = self._served_table(batch_size, base, round_id)  # k = 1 at its served price, once known
+        table = self._ceiling_priced(batch_size, table)  # k >= 2 at the depth its drafts reach (step_depth.py)
         if self._scored_table is None:
             self._scored_table = table  # the first covered batch's table; a later one re-scores at once
             self._scored_batch, self._scored_base = self._batch, base
@@ -245,7 +260,6 @@ class DraftStepController(StepExploration, StepScoring, ServedPricing):
             self.decisions.append(StepDecision(self.completed, batch_size, bcap, previous, best,
                                                f"cold start (prior rate {self.window.prior_rate:g})", predicted))
 
-        epoch = self.completed // self.policy.update_interval
         repriced = table is not self._scored_table  # the request count or k = 1's served price changed
         if base is not self._scored_base:
             self.backoff = 1  # the looks that backed off were judged on another request count's table

@@ -64,6 +64,9 @@ class StepPolicy:
     # running engine) once known, and a marginal k = 1 runs a plain batch now and then to time it (step_served.py);
     # False = the start-up cost table alone prices (R-C3)
     served_costs: bool = True
+    # with the confidence stop, a ceiling k >= 2 is priced at the depth its drafts reach and a draft that stopped short
+    # counts as missing the next position (step_depth.py); False = every ceiling priced at full depth (R-C1)
+    ceiling_pricing: bool = True
 
     def __post_init__(self):
         if not 0.0 <= self.confidence_stop < 1.0:
@@ -181,4 +184,4 @@ class StepScoring:
         if smaller is None or (self.covers is not None and not self.covers(bcap, self._kv_len)):
             return table
         smaller = self.costs.for_batch(b, bcap, smaller, self._kv_len)
-        return smaller if set(smaller) >= set(table) else table
+        return self._ceiling_priced(b, smaller) if set(smaller) >= set(table) else table

@@ -9,8 +9,9 @@ draft step measures what k = 1 costs relative to a plain round *as served*, and 
 
 - **The served ratio** (`ServedRatio`): every pure plain round (k = 0, decode only, no probe) whose neighbours
   within `NEIGHBOURS` rounds include at least `MIN_NEIGHBOURS` pure k = 1 rounds of the same request count gives a
-  sample, median(neighbours' ms) / its ms. A k = 1 round counts only when the round before it was a pure k = 1
-  round too: the first drafting round after a plain one catches up on the plain round's deferred draft context
+  sample, median(neighbours' ms) / its ms. A round of a deeper k in which the confidence stop ended every request
+  at step 1 is a k = 1 round as served (`served_kind`). A k = 1 round counts only when the round before it was a pure
+  k = 1 round too: the first drafting round after a plain one catches up on the plain round's deferred draft context
   (round_runner.py), a cost of switching, not of k = 1. Neighbours on both sides cancel the slow growth of the
   KV length, and a ratio of rounds a few milliseconds apart cancels most of a busy machine's drift. The ratio
   for B requests is the median of its last `SAMPLES` samples, once it has `MIN_SAMPLES` of them no older than
@@ -49,6 +50,23 @@ MAX_AGE = 4096  # rounds after which a sample no longer prices
 CHECK_MARGIN = 0.2  # a k = 1 predicted to gain less than this over plain is checked (the table's error is ~10%)
 CHECK_EVERY = 16  # batches at k = 1 between cost checks while the ratio is unknown
 CHECK_EVERY_KNOWN = 64  # ... and once it is known
+
+
+def served_kind(num_steps: int, caps, verify_lens, stop_below: float, decode_only: bool, probe: bool,
+                subset: bool) -> tuple[int, bool]:
+    """(the step count a completed round was served at, whether it is pure) from its plan (`num_steps`, per-request
+    `caps`, the confidence stop's `stop_below`, `probe`, a draft-only `subset`) and what it verified. Pure: decode
+    only, no probe or subset, every request verified the same d draft tokens, with d the plan's k, or d < k where
+    the confidence stop ended every request at step d and no cap stopped one earlier: the draft stops once every
+    request has ended, so that round drafted d steps and verified d + 1 rows per request, a round at k = d as served
+    (at code B = 1, T = 0.8 a k = 2 round stopped at 1 took 20.3 ms, the k = 1 rounds 21.3 ms, fixed k = 1's
+    20.8 ms: stop 49), and prices k = d while the controller runs deeper k."""
+    k = num_steps
+    d = verify_lens[0] if verify_lens else 0
+    uniform = all(L == d for L in verify_lens)
+    stopped = uniform and 0 < d < k and stop_below > 0 and all(c >= k for c in caps)
+    pure = decode_only and not probe and not subset and uniform and (d == k or stopped)
+    return (d if stopped else k), pure
 
 
 class _Round(NamedTuple):

@@ -181,6 +181,9 @@ class DraftStepPolicy(BaseModel):
     # adaspec's extension: k = 1 priced from served round times next to plain ones, with a plain batch now and then
     # while k = 1 is marginal; false = the cost table alone (adaptive/step_served.py)
     served_costs: bool = True
+    # adaspec's extension: with the confidence stop, a ceiling k >= 2 is priced at the depth its drafts reach; false =
+    # at full depth (adaptive/step_depth.py)
+    ceiling_pricing: bool = True
 
 
 class DraftStepCalibration(_CalibrationFields):

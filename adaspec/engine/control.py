@@ -25,6 +25,7 @@ import time
 from ..adaptive.closed_batch import closed_batch_value
 from ..adaptive.floor import PlainFloor, floor_applies, probe_requests
 from ..adaptive.step_controller import DraftStepController, StepPolicy
+from ..adaptive.step_served import served_kind
 from ..adaptive.verify_budget import budget_drafts
 from ..adaptive.verify_controller import VerifyController
 from ..calibration.config import (
@@ -116,6 +117,8 @@ class AdaptiveControl:
                 self.log(self.step.describe_exploration())
                 self.log(self.step.describe_served(None if self._timed_rounds else
                                                    f"{self.algorithm}: its rounds verify only what matched"))
+                if self.algorithm == "MTP" and self.step.policy.confidence_stop > 0:
+                    self.log(self.step.describe_depth())
         else:
             # None: the drafter's proposals cannot be foreseen from lagged feedback (floor.NEVER_SKIPPED)
             self.floor = PlainFloor() if floor_applies(getattr(self.engine, "drafter", None)) else None
@@ -351,12 +354,22 @@ class AdaptiveControl:
         `seconds` it took as served and whether its batch held only decoding requests (`decode_only`), the draft
         step also prices k = 1 from served rounds (adaptive/step_served.py)."""
         if self.step is not None:
-            self.step.observe(result.verify_lens, result.num_accepted, round_id=round_id)
+            # with the confidence stop, the most each request could verify (its cap): a draft that ended short of it
+            # stopped (adaptive/step_depth.py)
+            stopped = (plan is not None and plan.stop_below > 0 and plan.admission == "fixed" and not plan.exact
+                       and len(plan.verify_lens) == len(result.verify_lens))
+            self.step.observe(result.verify_lens, result.num_accepted, round_id=round_id,
+                              ceilings=list(plan.verify_lens) if stopped else None)
             if plan is not None and seconds is not None and round_id is not None and self._timed_rounds:
                 k = plan.num_steps
-                # pure: decode only, no probe subset, every request drafted and verified the round's k
-                pure = (decode_only and not plan.probe and plan.draft_only is None
-                        and all(L == k for L in result.verify_lens))
+                # pure: decode only, no probe subset, every request drafted and verified the round's k; with ceiling
+                # pricing, a round the confidence stop ended at one step d for every request is served at k = d
+                if self.step.policy.ceiling_pricing:
+                    k, pure = served_kind(k, plan.verify_lens, result.verify_lens, plan.stop_below, decode_only,
+                                          plan.probe, plan.draft_only is not None)
+                else:
+                    pure = (decode_only and not plan.probe and plan.draft_only is None
+                            and all(L == k for L in result.verify_lens))
                 self.step.observe_round(round_id, len(result.verify_lens), k, 1000.0 * seconds, pure)
         elif any(result.draft_scores) and (self.verify.mode == "async" or self.floor is not None):
             # a round that skipped its draft has no scores, nor do the requests a probe left out;

@@ -95,9 +95,11 @@ def test_confidence_stop_is_lossless_and_verifies_less(tiny_llama_dir, plain, li
     eng = llm.engine
     assert eng.control.step.policy.confidence_stop == 0.5
     install_cheap_costs(eng)  # speculation pays: the controller drafts deep whatever this machine's timing
-    verified = []
+    verified, seen = [], []
     run = eng.rounds.run
     eng.rounds.run = lambda chunks, plan: verified.append((plan, r := run(chunks, plan))) or r
+    depth = eng.control.step.depth.observe
+    eng.control.step.depth.observe = lambda lens, caps: seen.append((list(lens), list(caps))) or depth(lens, caps)
     outs = llm.generate(PROMPTS, params)
     assert [o.token_ids for o in outs] == [r.token_ids for r in ref]
     drafting = [(p, r) for p, r in verified if p.num_steps >= 2]
@@ -105,6 +107,12 @@ def test_confidence_stop_is_lossless_and_verifies_less(tiny_llama_dir, plain, li
     # the stop cut some request's verify below both its cap and k, and never verified past the cap
     assert any(L < min(c, p.num_steps) for p, r in drafting for L, c in zip(r.verify_lens, p.verify_lens))
     assert all(L <= c for p, r in drafting for L, c in zip(r.verify_lens, p.verify_lens))
+    # the controller was told each request's ceiling (its cap), stops included, for ceiling pricing (step_depth.py)
+    # (the last round's result is released to the controller only when a next round is planned: none is)
+    seen = [(lens, caps) for lens, caps in seen if any(lens)]
+    drafted = [(list(r.verify_lens), list(p.verify_lens)) for p, r in verified if any(r.verify_lens)]
+    assert seen == drafted[:len(seen)] and len(seen) >= len(drafted) - 1
+    assert any(L < c for lens, caps in seen for L, c in zip(lens, caps))
 
 
 def test_saved_table_skips_calibration(tiny_llama_dir, plain, linear_backend, cal_files, tmp_path, capsys):

@@ -9,7 +9,7 @@ import pytest
 
 from adaspec.adaptive import step_served
 from adaspec.adaptive.step_controller import DraftStepController, StepPolicy
-from adaspec.adaptive.step_served import MIN_SAMPLES, ServedRatio
+from adaspec.adaptive.step_served import MIN_SAMPLES, ServedRatio, served_kind
 from adaspec.calibration.schema import DraftStepPolicy
 
 
@@ -195,3 +195,23 @@ def test_the_served_ratio_cache_follows_new_samples_and_their_age():
         assert served.ratio(4, now) == fresh(now)
     assert served.ratio(4, first + step_served.MAX_AGE + 1) is None  # one sample aged out: too few
     assert served.ratio(4, rid) == fresh(rid) is not None  # asked at an earlier round again
+
+
+@pytest.mark.parametrize("plan, lens, decode_only, expected", [
+    ((1, (1,), 0.6, False, False), [1], True, (1, True)),  # a k = 1 round
+    ((0, (0, 0), 0.6, False, False), [0, 0], True, (0, True)),  # a plain round
+    ((3, (3, 3), 0.6, False, False), [1, 1], True, (1, True)),  # every request stopped at step 1: a k = 1 round
+    ((3, (3, 3), 0.6, False, False), [2, 2], True, (2, True)),
+    ((3, (3, 3), 0.6, False, False), [1, 2], True, (3, False)),  # depths differ: the draft ran 2 steps, rows vary
+    ((3, (3, 1), 0.6, False, False), [1, 1], True, (3, False)),  # a cap, not the stop, may have ended one
+    ((3, (3,), 0.0, False, False), [1], True, (3, False)),  # no confidence stop: something else cut it
+    ((1, (1,), 0.6, False, False), [1], False, (1, False)),  # a prefill chunk in the round
+    ((3, (3,), 0.6, True, False), [1], True, (1, False)),  # a probe
+    ((3, (3, 3), 0.6, False, True), [1, 0], True, (3, False)),  # a draft-only subset
+])
+def test_a_round_is_priced_at_the_depth_it_was_served(plan, lens, decode_only, expected):
+    """served_kind: a round whose every request the confidence stop ended at the same step d < k drafted d steps
+    and verified d + 1 rows each, so it is a served sample of k = d; anything else keeps its plan's k, pure only when
+    every request verified exactly k."""
+    k, caps, stop, probe, subset = plan
+    assert served_kind(k, caps, lens, stop, decode_only, probe, subset) == expected
