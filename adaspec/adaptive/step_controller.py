@@ -76,8 +76,10 @@ at k = 0 does not call the drafter; its refresh entries wait for the next drafti
 
 Exploration priced by the table and its backoff: step_explore.py.
 
-Pricing k = 1 from served round times, and the cost checks that time it (`served_costs`, default on):
-step_served.py.
+Pricing k = 1 from served round times, and the cost checks and pricing stretches that time it (`served_costs`,
+default on): step_served.py.
+
+Ceilings priced at the depth they reach (`ceiling_pricing`, default on, with the confidence stop): step_depth.py.
 
 """
 
@@ -325,19 +327,3 @@ class DraftStepController(StepExploration, StepScoring, ServedPricing, CeilingPr
                          ("floor" if floor else "switch") if self.k != previous else "keep", predicted, gain,
                          optimistic)
         )
-
-    def _leave_zero(self, batch_size, table, plain):
-        """At k = 0: (the k >= 1 to leave to, its optimistic gain over plain, the optimistic
-        throughputs). The bound is the window's Wilson bound at `zero_confidence` standard errors
-        with each batch's counts weighted 2^(-t / (window_size * explore_scale)), t = batches at k = 0
-        since k = 0 took effect or since the batch, if later (a probe). The k left to is the
-        *cheapest* k >= 1 (lowest table cost) whose optimistic gain beats the min gain, the
-        cheapest look that could pay; when none does, the optimistic best, whose gain then says
-        why not."""
-        upper = self.window.aged_prefix_acceptance(self.policy.zero_confidence, self.completed, self._zero_entered,
-                                                   self.policy.window_size * self.explore_scale(table))
-        optimistic = {k: self.throughput(batch_size, upper, k, table) for k in table if k > 0}
-        gains = {k: (t - plain) / plain for k, t in optimistic.items()}
-        paying = [k for k in sorted(gains, key=lambda k: (table[k], k)) if gains[k] > self.policy.switch_min_gain]
-        k_spec = paying[0] if paying else max(gains, key=lambda k: (gains[k], -k))
-        return k_spec, gains[k_spec], optimistic

@@ -53,7 +53,7 @@ BACKOFF_Z = 2.0
 class StepExploration:
     """Exploration rates, the backoff and what the log and metrics say about them; needs the controller's
     `policy`, `probe_interval`, `window`, `k_histogram`, `probe_rounds`, `backoff`, `_looked`, `_batch`,
-    `_backoff_batch` and `throughput`."""
+    `_backoff_batch`, `_zero_entered`, `completed` and `throughput`; `_leave_zero` is the rule that leaves k = 0."""
 
     def describe_exploration(self) -> str:
         share = f"<= {100.0 / self.probe_interval:.1f}% of batches" if self.probe_interval else "never"
@@ -105,3 +105,19 @@ class StepExploration:
     def probe_every(self, table: dict[int, float]) -> int:
         """Batches at k = 0 between probes at this Bcap: probe_interval, scaled by `explore_scale`."""
         return math.ceil(self.probe_interval * self.explore_scale(table))
+
+    def _leave_zero(self, batch_size, table, plain):
+        """At k = 0: (the k >= 1 to leave to, its optimistic gain over plain, the optimistic
+        throughputs). The bound is the window's Wilson bound at `zero_confidence` standard errors
+        with each batch's counts weighted 2^(-t / (window_size * explore_scale)), t = batches at k = 0
+        since k = 0 took effect or since the batch, if later (a probe). The k left to is the
+        *cheapest* k >= 1 (lowest table cost) whose optimistic gain beats the min gain, the
+        cheapest look that could pay; when none does, the optimistic best, whose gain then says
+        why not."""
+        upper = self.window.aged_prefix_acceptance(self.policy.zero_confidence, self.completed, self._zero_entered,
+                                                   self.policy.window_size * self.explore_scale(table))
+        optimistic = {k: self.throughput(batch_size, upper, k, table) for k in table if k > 0}
+        gains = {k: (t - plain) / plain for k, t in optimistic.items()}
+        paying = [k for k in sorted(gains, key=lambda k: (table[k], k)) if gains[k] > self.policy.switch_min_gain]
+        k_spec = paying[0] if paying else max(gains, key=lambda k: (gains[k], -k))
+        return k_spec, gains[k_spec], optimistic
