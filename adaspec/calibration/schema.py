@@ -183,7 +183,7 @@ class DraftStepPolicy(BaseModel):
     served_costs: bool = True
     # adaspec's extension: with the confidence stop, a ceiling k >= 2 is priced at the depth its drafts reach; false =
     # at full depth (adaptive/step_depth.py)
-    ceiling_pricing: bool = True
+    ceiling_pricing: bool = False
 
 
 class DraftStepCalibration(_CalibrationFields):

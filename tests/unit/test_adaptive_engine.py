@@ -88,7 +88,8 @@ def test_confidence_stop_is_lossless_and_verifies_less(tiny_llama_dir, plain, li
     params, ref = plain
     config = tmp_path / "step.json"
     config.write_text(json.dumps({"version": 1, "policy": {"window_size": 4, "update_interval": 2,
-                                                           "confidence_stop": 0.5}, "calibration": CAL}))
+                                                           "confidence_stop": 0.5, "ceiling_pricing": True},
+                                  "calibration": CAL}))
     llm = _engine(tiny_llama_dir, [o.prompt_token_ids + o.token_ids for o in ref], linear_backend=linear_backend,
                   speculative_algorithm="MTP", num_speculative_tokens=3, enable_adaptive_draft_step=True,
                   adaptive_draft_step_config=str(config))
