@@ -108,7 +108,7 @@ class StepDecision:
     bcap: int | None
     previous_k: int
     k: int  # the k this decision put in force (for a fallback/probe: this batch only)
-    reason: str  # "switch", "floor" (plain_floor), "keep", "no feedback", "fallback: ...", "probe", "cost check", "pricing stretch"
+    reason: str  # "switch", "floor" (plain_floor), "keep", "no feedback", "fallback: ...", "probe", "cost check"
     predicted: dict[int, float] = field(default_factory=dict)
     gain: float | None = None  # (best - current) / current
     optimistic: dict[int, float] = field(default_factory=dict)  # at k = 0: k >= 1 under the aged upper bound
@@ -276,14 +276,7 @@ class DraftStepController(StepExploration, StepScoring, ServedPricing, CeilingPr
             self._cold_probe = False  # measured: the periodic probes take over
         due = k == 0 and can_verify and (
             self._cold_probe or self.probe_interval and self.completed - self._zero_since >= self.probe_every(table))
-        if k != 0:
-            self._stretch_at = None  # a re-score left k = 0: the stretch ends
-        stretch = self._stretch(batch_size, table, can_verify, round_id) if k == 0 else None
-        if stretch is not None:  # a pricing stretch (step_served.py): k = 1 and plain rounds timed side by side
-            if self._stretch_at == (batch_size, 1):
-                self.decisions.append(StepDecision(self.completed, batch_size, bcap, 0, stretch, "pricing stretch"))
-            k, self.last_check = stretch, True
-        elif due:
+        if due:
             self._cold_probe = False
             self._zero_since = self.completed
             self._looked = True

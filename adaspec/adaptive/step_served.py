@@ -56,10 +56,6 @@ MAX_AGE = 4096  # rounds after which a sample no longer prices
 CHECK_MARGIN = 0.2  # a k = 1 predicted to gain less than this over plain is checked (the table's error is ~10%)
 CHECK_EVERY = 16  # batches at k = 1 between cost checks while the ratio is unknown
 CHECK_EVERY_KNOWN = 64  # ... and once it is known
-# a pricing stretch at k = 0: k = 1 rounds with a plain round after every second one (after the first three: the
-# first k = 1 round catches up on the draft's deferred context), so each plain round has two steady k = 1 rounds on
-# either side: MIN_SAMPLES samples in 18 rounds
-STRETCH = (1, 1, 1, 0, 1, 1, 0, 1, 1, 0, 1, 1, 0, 1, 1, 0, 1, 1)
 
 
 def served_kind(num_steps: int, caps, verify_lens, stop_below: float, decode_only: bool, probe: bool,
@@ -152,8 +148,6 @@ class ServedPricing:
         self.last_check = False  # whether the batch plan() returned last is a cost check
         self._since_check = 0  # batches planned at k = 1 since the last cost check
         self._served_tables: dict[int, tuple[dict, float, dict]] = {}
-        self._stretch_at: tuple[int, int] | None = None  # (request count, next index into STRETCH) while one runs
-        self._stretched: dict[int, int] = {}  # request count -> the round its last pricing stretch started
 
     def observe_round(self, round_id: int, batch_size: int, k: int, ms: float, pure: bool) -> None:
         """A completed round's time as served (ms; `pure`: decode only, every request drafted and verified k)."""
@@ -199,33 +193,6 @@ class ServedPricing:
         self.cost_checks += 1
         return True
 
-    def _stretch(self, batch_size: int, table: dict[int, float], can_verify: bool, round_id: int | None) -> int | None:
-        """At k = 0: this batch's k in a pricing stretch (STRETCH), or None. One starts while k = 1's served price for
-        this request count is unknown, none started in the last MAX_AGE rounds, and the table calls k = 1 marginal (its
-        predicted gain over plain within +-CHECK_MARGIN: a table that overprices k = 1 keeps the controller at k = 0,
-        where no k = 1 round is ever timed). It ends early when the request count changes or a batch cannot verify."""
-        if not self._timed or round_id is None or 0 not in table or 1 not in table:
-            return None
-        if self._stretch_at is not None:
-            b, i = self._stretch_at
-            if b != batch_size or not can_verify or i >= len(STRETCH):
-                self._stretch_at = None
-                return None
-            self._stretch_at = (b, i + 1)
-            self.cost_checks += 1
-            return STRETCH[i]
-        last = self._stretched.get(batch_size)
-        if not can_verify or (last is not None and round_id - last < MAX_AGE):
-            return None
-        if self.served.ratio(batch_size, round_id) is not None:
-            return None
-        a1 = self.window.prefix_acceptance()[0]
-        if not abs((1.0 + a1) * table[0] / table[1] - 1.0) < CHECK_MARGIN:
-            return None
-        self._stretched[batch_size], self._stretch_at = round_id, (batch_size, 1)
-        self.cost_checks += 1
-        return STRETCH[0]
-
     def describe_served(self, off: str | None = None) -> str:
         """The start-up log line; `off`: why the engine reports no round times to this controller."""
         if off is None and not self.policy.served_costs:
@@ -235,6 +202,4 @@ class ServedPricing:
         return (f"[adaspec] served pricing: k = 1 is priced from served round times once {MIN_SAMPLES} plain rounds "
                 f"have been timed next to k = 1 ones at the batch's request count; while k = 1 gains less than "
                 f"{100 * CHECK_MARGIN:.0f}% over plain, one batch in {CHECK_EVERY} ({CHECK_EVERY_KNOWN} once "
-                f"priced) runs plain to time it (cost checks); at k = 0 with k = 1's price unknown and within "
-                f"{100 * CHECK_MARGIN:.0f}% of plain's on the table, a stretch of {len(STRETCH)} batches alternates "
-                f"k = 1 and plain to time it (counted as cost checks)")
+                f"priced) runs plain to time it (cost checks)")

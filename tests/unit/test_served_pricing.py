@@ -215,31 +215,3 @@ def test_a_round_is_priced_at_the_depth_it_was_served(plan, lens, decode_only, e
     every request verified exactly k."""
     k, caps, stop, probe, subset = plan
     assert served_kind(k, caps, lens, stop, decode_only, probe, subset) == expected
-
-
-def test_a_pricing_stretch_times_k1_where_the_table_keeps_the_controller_at_plain():
-    """The table prices k = 1 at 1.45x plain (with a third of the drafts accepted it loses 8%: marginal), the served
-    rounds at 1.15x (it gains 16%). At k = 0 no k = 1 round is ever timed, so a pricing stretch alternates k = 1 and
-    plain rounds (each plain one between steady k = 1 rounds) until the ratio is known; the controller then leaves k = 0
-    for k = 1. The stretch's rounds are counted as cost checks, and none starts again while the ratio is known."""
-    ctrl = DraftStepController(1, StepPolicy(), table_cost({0: 1.0, 1: 1.45}), pad_requests, cold_start="k_max",
-                               probe_interval=20)
-    ks = _serve(ctrl, 60, served_ratio=1.15)  # (without the stretch: k = 0 and no price after 100 batches)
-    stretches = [d for d in ctrl.decisions if d.reason == "pricing stretch"]
-    assert len(stretches) == 1
-    assert ctrl.served.ratio(4) == pytest.approx(1.15)
-    assert ctrl.cost_checks >= step_served.MIN_SAMPLES
-    assert ctrl.k == 1 and ks[-20:] == [1] * 20
-    assert "stretch" in ctrl.describe_served()
-
-
-def test_no_pricing_stretch_where_k1_is_far_from_plain_or_round_times_are_unknown():
-    """Priced at 3x plain, k = 1 loses by half: no stretch (the probes look as before); nor without round times."""
-    dear = DraftStepController(1, StepPolicy(), table_cost({0: 1.0, 1: 3.0}), pad_requests, cold_start="k_max",
-                               probe_interval=20)
-    _serve(dear, 300, served_ratio=2.9)
-    assert not any(d.reason == "pricing stretch" for d in dear.decisions) and dear.cost_checks == 0
-    untimed = DraftStepController(1, StepPolicy(), table_cost({0: 1.0, 1: 1.45}), pad_requests, cold_start="k_max",
-                                  probe_interval=20)
-    _serve(untimed, 300, served_ratio=None)
-    assert not any(d.reason == "pricing stretch" for d in untimed.decisions) and untimed.cost_checks == 0
