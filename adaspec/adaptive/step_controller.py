@@ -76,10 +76,10 @@ at k = 0 does not call the drafter; its refresh entries wait for the next drafti
 
 Exploration priced by the table and its backoff: step_explore.py.
 
-Pricing k = 1 from served round times, and the cost checks and pricing stretches that time it (`served_costs`,
-default on): step_served.py.
+Pricing k = 1 from served round times, and the cost checks that time it (`served_costs`, default on):
+step_served.py.
 
-Ceilings priced at the depth they reach (`ceiling_pricing`, default on, with the confidence stop): step_depth.py.
+Ceilings priced at the depth they reach (`ceiling_pricing`, default off, with the confidence stop): step_depth.py.
 
 """
 

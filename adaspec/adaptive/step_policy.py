@@ -66,9 +66,10 @@ class StepPolicy:
     served_costs: bool = True
     # with the confidence stop, a ceiling k >= 2 is priced at the depth its drafts reach and a draft that stopped short
     # counts as missing the next position, and a round the stop ended at one step d for every request is a served
-    # round at k = d (step_depth.py). Off by default: interleaved on one shared table it ran mixed B = 1 (k_max 5)
-    # at 1.003x without it (median of 14 repeats, 0.961-1.030) but code B = 1 T = 0.8 at 0.986x (4 repeats), choosing
-    # ceiling 3 where fixed k = 1 paid (BENCHMARKS.md stop 50); False = every ceiling priced at full depth (R-C1)
+    # round at k = d (step_depth.py). Off by default: interleaved on one shared table, full-depth pricing ran
+    # 0.998x its speed on mixed B = 1, k_max 5 (median of 14 repeats, 0.961-1.030x) and 1.014x on code B = 1, T = 0.8
+    # (4 repeats, 0.991-1.016x; ceiling 3 chosen where fixed k = 1 paid): BENCHMARKS.md stop 50. False = every ceiling
+    # priced at full depth (R-C1)
     ceiling_pricing: bool = False
 
     def __post_init__(self):

@@ -9,8 +9,8 @@ draft step measures what k = 1 costs relative to a plain round *as served*, and 
 
 - **The served ratio** (`ServedRatio`): every pure plain round (k = 0, decode only, no probe) whose neighbours
   within `NEIGHBOURS` rounds include at least `MIN_NEIGHBOURS` pure k = 1 rounds of the same request count gives a
-  sample, median(neighbours' ms) / its ms. A round of a deeper k in which the confidence stop ended every request
-  at step 1 is a k = 1 round as served (`served_kind`). A k = 1 round counts only when the round before it was a pure
+  sample, median(neighbours' ms) / its ms. With `policy.ceiling_pricing` (step_depth.py), a round of a deeper k in
+  which the confidence stop ended every request at step 1 is a k = 1 round as served (`served_kind`). A k = 1 round counts only when the round before it was a pure
   k = 1 round too: the first drafting round after a plain one catches up on the plain round's deferred draft context
   (round_runner.py), a cost of switching, not of k = 1. Neighbours on both sides cancel the slow growth of the
   KV length, and a ratio of rounds a few milliseconds apart cancels most of a busy machine's drift. The ratio
@@ -30,12 +30,6 @@ draft step measures what k = 1 costs relative to a plain round *as served*, and 
   at most the margin of one batch in CHECK_EVERY; where k = 1 is not marginal there are none. Only k = 1 is
   measured: above it the confidence stop makes a round's depth vary (step_policy.py), so the table's k prices it.
   MTP only (engine/control.py reports round times for MTP): a Suffix draft's round verifies only what matched.
-- **Pricing stretches** (`_stretch`): at k = 0 no k = 1 round is timed, so a table that overprices k = 1 keeps the
-  controller at plain with nothing to correct it (stop 49: a consistent table priced k = 1 at 1.29x plain against
-  ~1.2x served, and the mixed stream at B = 1 ran k = 0 in 27% of its batches). While k = 1's ratio for the batch's
-  request count is unknown and the table calls it marginal (|gain| < CHECK_MARGIN at the point estimate), the
-  controller runs `STRETCH` (k = 1 and plain rounds alternating, each plain round between steady k = 1 rounds):
-  MIN_SAMPLES samples in 18 batches, at most once per request count per MAX_AGE rounds, every batch a cost check.
 
 Nothing here reads the target or changes what a round verifies beyond choosing k, so it is lossless as every k is.
 Without round timings (`observe_round` never called, or `policy.served_costs` off) the table alone prices and no
