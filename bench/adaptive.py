@@ -13,7 +13,8 @@ CPU time after the start, so requests join and leave a batch of changing size), 
 
 Configuration names (--configs): `plain`, `mtp_k1`..`mtp_kK` (fixed k; `mtp_kK` with K = w = 5 is
 also MTP w=5 full width), `mtp_step` (adaptive draft step; `mtp_step_sym` the same with the symmetric k = 0 rule of
-R-C2, policy `zero_confidence` 0, for A/B; `mtp_step_alt` with the policy fields of --alt_step_policy), and per verify family F in
+R-C2, policy `zero_confidence` 0, for A/B; `mtp_step_alt` with the policy fields of --alt_step_policy, with
+--alt_shares_table priced by `mtp_step`'s start-up table), and per verify family F in
 {`dspark7`, `mtp5`}: `F_full`, `F_L1`..`F_L{w-1}`, `F_sync`, `F_async`, `F_oracle`
 (`mtp5_full` is the `mtp_k5` engine, measured once).
 
@@ -131,6 +132,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="JSON object of draft-step policy fields (--adaptive_draft_step_config's \"policy\") for the "
                         "`mtp_step_alt` configuration, e.g. '{\"closed_batch\": true}': a policy change against the default "
                         "`mtp_step` in one run")
+    p.add_argument("--alt_shares_table", action="store_true",
+                   help="price `mtp_step_alt` by `mtp_step`'s start-up table (its own policy kept): a policy A/B "
+                        "without the tables' variance between engines (needs both in --configs)")
     p.add_argument("--interleave", action="store_true",
                    help="serve every configuration of a repeat at once, one round of each in turn, each timed by its "
                         "own rounds; the paired table's ratios are then per repeat (bench/adaptive_interleaved.py)")
@@ -174,6 +178,10 @@ def parse_args(argv=None) -> argparse.Namespace:
         p.error(f"--alt_step_policy: {e}")
     if args.interleave and (why := interleave_error(args)):
         p.error(why)
+    if args.alt_shares_table and not {"mtp_step", "mtp_step_alt"} <= set(names):
+        p.error("--alt_shares_table prices mtp_step_alt by mtp_step's table: add both to --configs, or drop the flag")
+    if args.alt_shares_table and args.isolate:
+        p.error("--alt_shares_table shares a table between engines of one process: drop --isolate (or the flag)")
     return args
 
 
@@ -242,6 +250,12 @@ def build_engines(args, dtype: str, files: dict, table_dir: Path, first: str | N
             flags["adaptive_target_verify_calibration"] = str(files[name.partition("_")[0]])
             flags["adaptive_target_verify_cost_table_output"] = str(table)
         build(name, algo, width, **flags)
+    if args.alt_shares_table:  # one measured table, two policies (parse_args checked both are built)
+        engines["mtp_step_alt"].engine.control.install_table(engines["mtp_step"].engine.control.table)
+        own = calib["mtp_step_alt"]  # its start-up time is its own; the table, and so its held-out error, mtp_step's
+        calib["mtp_step_alt"] = dict(calib["mtp_step"], startup_s=own["startup_s"],
+                                     calibration_seconds=own["calibration_seconds"], source="mtp_step's table")
+        log("[bench] mtp_step_alt: priced by mtp_step's start-up table (--alt_shares_table)")
     return engines, calib
 
 

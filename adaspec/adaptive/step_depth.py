@@ -1,4 +1,4 @@
-"""What a round with ceiling k costs under the confidence stop (adaspec's extension, `ceiling_pricing`, default on;
+"""What a round with ceiling k costs under the confidence stop (adaspec's extension, `ceiling_pricing`, default off;
 a mixin of DraftStepController, step_controller.py).
 
 With the confidence stop (step_policy.py, `confidence_stop`) the controller's k is a ceiling: each request drafts
@@ -6,9 +6,8 @@ and verifies up to the first step whose path probability falls below the thresho
 request has ended. R-C1's score prices a ceiling-k round as if every request drafted and verified k: the table's
 full-depth cost, and acceptance per position among the drafts that reached it. Both are the wrong round. Measured on
 the Zen 4 VM at code B = 1 (stop 49): a k = 2 round that stopped at step 1 cost 20.3 ms, one at step 2 25.0 ms, the
-table's k = 2 ~25 ms; and on the mixed stream at B = 1 (k_max 5) the draft step *forced* to ceiling 5 ran 1.059x the
-best fixed k against the controller's 1.047x in the same interleaved run (stop 50): deep ceilings paid more than the
-score said.
+table's k = 2 ~25 ms; and on the mixed stream at B = 1 (k_max 5) the draft step *forced* to ceiling 5 ran ~1% above
+the controller in the same interleaved runs (stop 50): deep ceilings paid more than the score said.
 
 So, with the rounds' ceilings reported (`observe(..., ceilings=...)`: per request, the most it could verify, min(k,
 what its max_tokens left)):
@@ -27,6 +26,12 @@ The continuation rates are refreshed at each re-score (every update_interval com
 the priced table is the same object (a new one re-scores at once: step_controller.py). Pooled over the window's
 requests: the verify rows of a batch whose requests stop at different depths are priced at the deepest one's (an
 upper bound). Nothing here changes what a round verifies beyond choosing k, so it is lossless as every k is.
+
+Measured (BENCHMARKS.md stop 50, interleaved on one shared start-up table): no better than full-depth pricing on the
+mixed stream at B = 1 (median of 14 repeats 1.002x) and 1.4% slower on code at B = 1, T = 0.8, where it chose ceiling 3
+while a fixed k = 1 paid. What it lacks: at ceiling 1 the window holds no draft past step 1, so the next position
+carries step 1's rate (unconfident drafts included) and the stop rates are unknown; remembering older rates instead
+(tried) never re-measures them and held k at 1. Hence off by default.
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ from ..calibration.config import (
     resolve_draft_step_config,
     resolve_verify_calibration,
 )
-from ..calibration.cost_table import TABLE_FLAG, CostTable, TableCompat
+from ..calibration.cost_table import TABLE_FLAG, CostTable, TableCompat, compatibility_mismatches
 from ..calibration.host import host_identity, host_note
 from ..calibration.robust import NoisePolicy, drift_lines, heldout_line, noise_summary, spread_lines, trust_warning
 from ..rounds import RoundPlan
@@ -93,6 +93,10 @@ class AdaptiveControl:
         self.synthetic_requests: dict[int, int] = {}
         self.table = self._load_or_calibrate(cfg, progress)
         self.calibration_seconds = time.perf_counter() - t0
+        # the draft step's policy is this engine's own (its config file's, kept in the table it calibrated): a
+        # table installed later (install_table) prices, it does not decide
+        self._policy = (dict(self.table.metadata.calibration.get("policy") or {})
+                        if self.mode == "adaptive_draft_step" else {})
         self.step: DraftStepController | None = None
         self.verify: VerifyController | None = None
         self.floor: PlainFloor | None = None
@@ -105,7 +109,7 @@ class AdaptiveControl:
         self._closed_values: dict[int, float] = {}  # token_value_closed per batch size, for this table
         cfg = self.engine.config
         if self.mode == "adaptive_draft_step":
-            policy = self.table.metadata.calibration.get("policy") or {}
+            policy = self._policy
             self.step = DraftStepController(
                 self.width, StepPolicy(**policy) if policy else StepPolicy(), self.table.cost_ms,
                 self.geometry.pad_requests, lag=self.lag, covers=self.table.covers,
@@ -141,6 +145,18 @@ class AdaptiveControl:
                     self.log("[adaspec] plain floor: this cost table has no plain-round costs (written before "
                              "issue 13): a plain round is charged the drafted G = B cost, so the floor skips the "
                              "draft less often than it should; recalibrate to measure them")
+
+    def install_table(self, table) -> None:
+        """Price this engine's controller by another engine's measured table (same model, dtype, kernels, geometry
+        and mode: refused otherwise, naming the field), keeping this engine's own policy, and rebuild the controller
+        cold. For benchmarks that compare two policies on one measurement (bench/adaptive.py --alt_shares_table):
+        start-up tables differ between processes by more than most policy changes move a run."""
+        mismatches = compatibility_mismatches(table.metadata, self.compat)
+        if mismatches:
+            raise ValueError("install_table: the table does not match this engine: "
+                             + ", ".join(f"{name} (table {tv!r}, engine {ev!r})" for name, tv, ev in mismatches))
+        self.table = table
+        self.reset()
 
     # ---- start-up ------------------------------------------------------------------------------
     def _warmup_shapes(self):
