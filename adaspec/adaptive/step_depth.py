@@ -13,7 +13,7 @@ So, with the rounds' ceilings reported (`observe(..., ceilings=...)`: per reques
 what its max_tokens left)):
 - **acceptance per position** counts a draft that stopped short of its ceiling with every verified token accepted
   as reaching the next position and not getting it (feedback.AcceptanceWindow.observe): a_i becomes the chance that
-  a ceiling->=i round yields token i, the stop included, which is what ceiling k earns;
+  a round of ceiling >= i yields token i, the stop included, which is what ceiling k earns;
 - **the cost of ceiling k** (`_ceiling_priced`) is the table's, each deeper step weighted by the chance that the
   round's draft reaches it: cost(k) = c(1) + sum_{i=2..k} P(D >= i) (c(i) - c(i-1)), where D, the deepest request's
   stop, has P(D >= i) = 1 - (1 - p_i)^B and p_i = prod_{j<i} q_j, q_j the window's rate of drafts that went on past
