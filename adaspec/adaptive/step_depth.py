@@ -105,7 +105,7 @@ def ceiling_table(table: dict[int, float], reached: Sequence[float]) -> dict[int
 
 
 class CeilingPricing:
-    """The draft step controller's ceiling pricing; needs the controller's `policy`, `depth`, and `_table_at`."""
+    """The draft step controller's ceiling pricing (sets `depth`); needs the controller's `policy`."""
 
     def _init_depth(self, max_steps: int) -> None:
         self.depth = StopDepth(max_steps, self.policy.window_size)
