@@ -8,7 +8,7 @@ not run itself (R-E4), then either load a saved table (R-G2) or log the effectiv
 (R-F7), drive real rounds with synthetic requests (engine/calibrate.py), fit, report each point's
 spread, the noise and the held-out error (one warning line when the table is too noisy to trust),
 optionally save (R-G1), and install the immutable table in the controllers before the engine
-reports ready.
+reports ready (the table's loading or calibration: engine/control_startup.py).
 
 Per round the engine asks `plan()` for a RoundPlan and hands every completed result to
 `observe()`. The lag between them is explicit: 1 for the synchronous engine, 2 with schedule
@@ -18,7 +18,6 @@ overlap (round n is planned while round n-1 runs, so it can only see rounds <= n
 from __future__ import annotations
 
 import dataclasses
-import statistics
 import sys
 import time
 
@@ -35,26 +34,15 @@ from ..calibration.config import (
     resolve_draft_step_config,
     resolve_verify_calibration,
 )
-from ..calibration.cost_table import TABLE_FLAG, CostTable, TableCompat, compatibility_mismatches
-from ..calibration.host import host_identity, host_note
-from ..calibration.robust import NoisePolicy, drift_lines, heldout_line, noise_summary, spread_lines, trust_warning
+from ..calibration.cost_table import CostTable, TableCompat, compatibility_mismatches
 from ..rounds import RoundPlan
 from ..geometry import choose_prepared
-from .calibrate import measure, rows_plan, steps_plan, warm_up
-from .calibration_progress import RoundProgress
+from .calibrate import rows_plan, steps_plan, warm_up
+from .control_startup import load_or_calibrate
 
 
 def _log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
-
-
-def _plain_costs(points) -> dict[int, float]:
-    """Per request bucket, the median cost in ms of its plain-round windows (x = 0)."""
-    by_b: dict[int, list[float]] = {}
-    for p in points:
-        if p.x == 0:
-            by_b.setdefault(p.bcap, []).append(1000.0 * p.cost_s)
-    return {b: float(statistics.median(v)) for b, v in sorted(by_b.items())}
 
 
 class AdaptiveControl:
@@ -179,75 +167,7 @@ class AdaptiveControl:
         return eff
 
     def _load_or_calibrate(self, cfg, progress: bool) -> CostTable:
-        if cfg.adaptive_target_verify_cost_table:
-            table = CostTable.load(cfg.adaptive_target_verify_cost_table, self.compat)
-            block = table.log_block(self.facts, source=f"saved table {cfg.adaptive_target_verify_cost_table}")
-            self.log(block + (f"\n{self.geometry_note}" if self.geometry_note else ""))
-            note = host_note(table.metadata.host, host_identity(self.engine.device), TABLE_FLAG)
-            if note:
-                self.log(note)
-            return table
-        eff = self.effective
-        noise = NoisePolicy()
-        # the plain round (no draft, one row per request) the floor compares with every budget: on CPU
-        # timed inside the G = Bcap rounds (those rounds less their draft call), elsewhere a point of its own
-        split = self.mode != "adaptive_draft_step" and self.engine.device.type == "cpu"
-        plain_note = ("" if self.mode == "adaptive_draft_step" else
-                      "\n[adaspec] also measured: the plain round (no draft) of every request bucket, for the plain "
-                      + ("floor, timed inside its G = Bcap rounds (their time less the draft call's; CPU execution "
-                         "is synchronous)" if split else "floor, as one more point per bucket"))
-        self.log(eff.log_block(self.algorithm, self.config_source)
-                 + (f"\n{self.geometry_note}" if self.geometry_note else "") + plain_note + f"\n{noise.describe()}")
-        if self.mode == "adaptive_draft_step":
-            make_plan, growth = steps_plan, (lambda b, k: k + 1)
-            rows_of = lambda b, k: b * (k + 1)  # noqa: E731
-        else:
-            # G = 0 stands for a plain round (no draft, one row per request), measured once per request
-            # bucket beside the grid: the plain floor compares speculating with not drafting at all
-            make_plan = lambda b, rows: RoundPlan.plain(b) if rows == 0 else rows_plan(b, rows, self.width)  # noqa: E731
-            growth = lambda b, rows: self.width + 1 if rows else 1  # noqa: E731 - worst case: every row accepted
-            rows_of = lambda b, rows: rows or b  # noqa: E731
-        separate_plain = self.mode != "adaptive_draft_step" and not split
-        grid = {b: ([0] if separate_plain else []) + list(eff.grid[b]) for b in eff.request_buckets}
-        points = [(b, x) for _ in eff.contexts for b in eff.request_buckets for x in grid[b]]
-        bar = RoundProgress(points, eff.rounds_per_point, rows_of, f"{self.algorithm} calibration", enabled=progress)
-        t0, c0 = time.perf_counter(), time.process_time()
-        try:
-            m = measure(self.engine, grid, make_plan,
-                        eff.context_tuples(), eff.warmup_steps, eff.window_steps, eff.windows_per_point,
-                        eff.token_seed, growth, progress=bar, requests_per_bucket=eff.shard_requests,
-                        noise=noise, width=self.width,
-                        plain_within={b: b for b in eff.request_buckets} if split else None)
-        finally:
-            bar.close()
-        self.synthetic_requests = dict(m.synthetic_requests)  # per request bucket, on this shard (R-H1)
-        plain = _plain_costs(m.points) if self.mode != "adaptive_draft_step" else None
-        table = CostTable.build([p for p in m.points if p.x or self.mode == "adaptive_draft_step"], eff, self.compat,
-                                plain_ms=plain, host=host_identity(self.engine.device))
-        how = ("one shared prefill per context range, forked into every request slot, rewound by length after "
-               "every point" if m.shared_prefill else "every synthetic request prefilled separately (the "
-               "drafter has no copy_slot)")
-        self.log(f"[adaspec] calibration: {len(m.stats)} points, {m.rounds} rounds in "
-                 f"{time.perf_counter() - t0:.1f} s ({time.process_time() - c0:.1f} s of process CPU time; {how})")
-        self.log("[adaspec] calibration points (cost per round, spread of the consistent windows"
-                 + ("; plain = a round without draft" if plain else "") + "):\n"
-                 + "\n".join(spread_lines(m.stats, eff.x_name)))
-        self.log(noise_summary(m.stats, noise, m.clock, m.extra_rounds, m.extra_allowed, m.drifts))
-        for line in drift_lines(m.drifts, eff.x_name):
-            self.log(line)
-        heldout = table.metadata.heldout or {}
-        if heldout:
-            self.log(f"[adaspec] held-out cost error: {heldout_line(heldout)}")
-        warning = trust_warning(m.stats, heldout.get("median_rel_error"), noise, eff.model, m.drifts,
-                                None if self.mode == "adaptive_draft_step" else TABLE_FLAG)
-        if warning:
-            self.log(warning)
-        self.measurement = m
-        out = cfg.adaptive_target_verify_cost_table_output
-        if out:
-            table.save(out)
-            self.log(f"[adaspec] cost table written to {out}")
-        return table
+        return load_or_calibrate(self, cfg, progress)  # engine/control_startup.py
 
     # ---- per round -----------------------------------------------------------------------------
     agree = None  # data parallel: f(k, Bcap, G) -> the shards' maxima, one all-reduce (parallel/data_parallel.py)
