@@ -181,7 +181,7 @@ class DraftStepController(StepExploration, StepScoring, ServedPricing, CeilingPr
 
     # ---- feedback -----------------------------------------------------------------------
     def observe(self, verify_lens: list[int], num_accepted: list[int], round_id: int | None = None,
-                ceilings: list[int] | None = None) -> None:
+                ceilings: Sequence[int] | None = None) -> None:
         """A completed batch's result (from the normal result path, R-C4). With `round_id`, it is
         used only when planning a round >= round_id + lag, and its requests are those plan() was given.
         `ceilings`: per request, the most it could verify, when a confidence stop may end drafts earlier

@@ -295,17 +295,13 @@ class AdaptiveControl:
             stopped = (plan is not None and plan.stop_below > 0 and plan.admission == "fixed" and not plan.exact
                        and len(plan.verify_lens) == len(result.verify_lens))
             self.step.observe(result.verify_lens, result.num_accepted, round_id=round_id,
-                              ceilings=list(plan.verify_lens) if stopped else None)
+                              ceilings=plan.verify_lens if stopped else None)  # kept only with ceiling pricing
             if plan is not None and seconds is not None and round_id is not None and self._timed_rounds:
-                k = plan.num_steps
                 # pure: decode only, no probe subset, every request drafted and verified the round's k; with ceiling
                 # pricing, a round the confidence stop ended at one step d for every request is served at k = d
-                if self.step.policy.ceiling_pricing:
-                    k, pure = served_kind(k, plan.verify_lens, result.verify_lens, plan.stop_below, decode_only,
-                                          plan.probe, plan.draft_only is not None)
-                else:
-                    pure = (decode_only and not plan.probe and plan.draft_only is None
-                            and all(L == k for L in result.verify_lens))
+                stop = plan.stop_below if self.step.policy.ceiling_pricing else 0.0
+                k, pure = served_kind(plan.num_steps, plan.verify_lens, result.verify_lens, stop, decode_only,
+                                      plan.probe, plan.draft_only is not None)
                 self.step.observe_round(round_id, len(result.verify_lens), k, 1000.0 * seconds, pure)
         elif any(result.draft_scores) and (self.verify.mode == "async" or self.floor is not None):
             # a round that skipped its draft has no scores, nor do the requests a probe left out;
