@@ -186,7 +186,7 @@ def main(argv=None) -> int:
     out = {}
     for name, seqs in streams.items():
         rows = evaluate({i: anchors[i] for i in seqs}, costs, args)
-        out[name] = rows
+        out[name] = rows[:20] + [r for r in rows[20:] if r["rule"].startswith("fixed")]  # the file keeps the best 20
         print(f"\n### {name}: {len(seqs)} continuations\n\n{table(rows, 8)}")
     if args.json_out:
         common.write_json(args.json_out, {"info": common.run_info(args), "costs_ms": costs, "sources": sources,
