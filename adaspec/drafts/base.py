@@ -56,6 +56,10 @@ class DraftOutput:
     # optional, host list: tokens actually proposed per request (<= num_steps; the rest of the row is
     # filler with score 0). A fixed plan verifies at most this many (RoundRunner); None = num_steps.
     lengths: list[int] | None = None
+    # optional, host list, set by a drafter that applied the batch's confidence stop (`stop_below`) itself: per
+    # request, the steps up to and including the first whose path probability fell below it (num_steps when none),
+    # exactly adaptive/scoring.confident_lengths(scores, stop_below); None = the round runner computes that
+    confident: list[int] | None = None
 
 
 class Drafter(Protocol):

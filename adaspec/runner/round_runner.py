@@ -124,8 +124,11 @@ class RoundRunner:
         if K and decoding and plan.admission == "fixed" and draft.lengths is not None and not plan.exact:
             lens = [min(L, n) for L, n in zip(lens, draft.lengths)]  # nothing proposed, nothing verified
         if K and decoding and stop_below > 0:  # the draft step's confidence stop (fixed, non-exact plans)
-            from ..adaptive.scoring import confident_lengths
-            lens = [min(L, n) for L, n in zip(lens, confident_lengths(draft.scores, stop_below))]
+            confident = draft.confident
+            if confident is None:  # the drafter did not apply the stop itself (drafts/base.py)
+                from ..adaptive.scoring import confident_lengths
+                confident = confident_lengths(draft.scores, stop_below)
+            lens = [min(L, n) for L, n in zip(lens, confident)]
         if K and decoding and plan.admission != "fixed":
             lens = self._admit(draft, plan, lens, decoding)
 
@@ -321,9 +324,13 @@ def _widen(draft: DraftOutput, subset: tuple[int, ...], B: int) -> DraftOutput:
     index = torch.tensor(subset, dtype=torch.long, device=draft.tokens.device)
     tokens = draft.tokens.new_zeros(B, draft.tokens.shape[1]).index_copy_(0, index, draft.tokens)
     scores = draft.scores.new_zeros(B, draft.scores.shape[1]).index_copy_(0, index, draft.scores)
-    lengths = None
+    lengths = confident = None
     if draft.lengths is not None:
         lengths = [0] * B
         for i, n in zip(subset, draft.lengths):
             lengths[i] = n
-    return DraftOutput(tokens, scores, lengths)
+    if draft.confident is not None:  # the others verify nothing (their caps are 0): 0 keeps that visible
+        confident = [0] * B
+        for i, n in zip(subset, draft.confident):
+            confident[i] = n
+    return DraftOutput(tokens, scores, lengths, confident)

@@ -255,3 +255,37 @@ def test_mtp_drafts_its_full_step_count_at_the_end_of_the_context(target):
         draft.allocate(1, positions)
         out = draft.draft(batch(toks, features(draft, hidden, captured), [0], [0], [positions], draft.max_steps))
         assert out.tokens.shape == (1, draft.max_steps)
+
+
+@pytest.mark.parametrize("cut", [0.05, 0.3, 0.5, 0.7, 0.95])
+def test_mtp_confidence_stop_on_the_host_is_confident_lengths(target, cut):
+    """The MTP draft applies the confidence stop itself on the CPU (issue 13): its `confident` lengths are exactly
+    adaptive/scoring.confident_lengths of the scores it returns, it stops drafting once every request has fallen
+    below (the later columns filler with score 0), and every request's drafts up to its length are those of the
+    same draft without the stop. The threshold sits at a quantile (`cut`) of the unstopped draft's path
+    probabilities, so requests stop at different steps."""
+    from adaspec.adaptive.scoring import confident_lengths, path_probabilities
+
+    cfg, model, _ = target
+    lengths = [9, 14, 6, 11]
+    toks, hidden, captured = sequences(cfg, model, lengths, seed=3)
+
+    def run(stop):
+        draft = make_draft("mtp", cfg, model, seed=2)
+        draft.allocate(4, 40)
+        b = batch(toks, features(draft, hidden, captured), [0, 1, 2, 3], [0] * 4, [n - 1 for n in lengths], 6)
+        b.stop_below = stop
+        return draft.draft(b)
+
+    free = run(0.0)
+    assert free.confident is None
+    paths = path_probabilities(free.scores)[:, :5].flatten().sort().values
+    stop_below = float(paths[int(cut * (len(paths) - 1))]) * 1.0001
+    stopped = run(stop_below)
+    assert stopped.confident == confident_lengths(stopped.scores, stop_below)
+    assert stopped.confident == confident_lengths(free.scores, stop_below)
+    drafted = int((stopped.scores > 0).any(dim=0).sum())  # columns drafted before every request had stopped
+    assert drafted == max(stopped.confident)
+    for row, n in enumerate(stopped.confident):
+        assert torch.equal(stopped.tokens[row, :n], free.tokens[row, :n])
+        assert torch.equal(stopped.scores[row, :n], free.scores[row, :n])
