@@ -7,7 +7,8 @@
   are all accepted. With scores in [0, 1] P is non-increasing in j, exactly in floating point too
   (p * s <= p for s <= 1, and rounding is monotone), which is what makes rank-by-P admit prefixes.
 
-Pure tensor functions, no host sync: they run between draft and target on the device.
+Pure tensor functions, no host sync: they run between draft and target on the device; on the CPU, where the
+scores are host memory, the confidence stop's lengths come from `HostPathStop` (numpy, the same float32 products).
 """
 
 from __future__ import annotations
@@ -51,9 +52,38 @@ def confident_lengths(scores: torch.Tensor, stop_below: float) -> list[int]:
     if k <= 1:
         return [k] * B
     if scores.device.type == "cpu":
-        s = np.clip(np.nan_to_num(scores.detach().float().numpy(), nan=0.0), 0.0, 1.0)  # as path_probabilities: float32
-        below = np.cumprod(s, axis=-1, dtype=np.float32) < np.float32(stop_below)
-        return [int(row.argmax()) + 1 if row.any() else k for row in below]
+        stop, s = HostPathStop(B, k, stop_below), scores.detach().float().numpy()
+        for j in range(k - 1):  # a first crossing at step k leaves k, as no crossing does
+            if stop.step(s[:, j], j):
+                break
+        return stop.lengths
     below = path_probabilities(scores) < stop_below
     first = torch.where(below.any(dim=-1), below.int().argmax(dim=-1) + 1, torch.full_like(below[:, 0], k, dtype=torch.long))
     return first.tolist()
+
+
+class HostPathStop:
+    """The confidence stop's path probabilities on the host, one draft step at a time: float32 products of the scores
+    clipped to [0, 1] (NaN = 0), as path_probabilities computes them. `lengths[b]`: the first step whose path fell
+    below `stop_below`, that step included (num_steps while none has). confident_lengths runs it over a finished
+    draft's scores; the MTP draft runs it as it drafts, to end the draft once every request has fallen below
+    (drafts/mtp.py), and hands the lengths on (DraftOutput.confident)."""
+
+    def __init__(self, batch_size: int, num_steps: int, stop_below: float):
+        self.path = np.ones(batch_size, dtype=np.float32)
+        self.threshold = np.float32(stop_below)
+        self.lengths = [num_steps] * batch_size
+        self.open = list(range(batch_size))  # requests still at or above the threshold
+
+    def step(self, scores: np.ndarray, j: int) -> bool:
+        """Multiply in step j's scores [B] (float32); True once every request has fallen below."""
+        self.path *= np.clip(np.nan_to_num(scores, nan=0.0), 0.0, 1.0)
+        below = self.path < self.threshold
+        still = []
+        for b in self.open:
+            if below[b]:
+                self.lengths[b] = j + 1
+            else:
+                still.append(b)
+        self.open = still
+        return not still

@@ -10,9 +10,9 @@ draft step measures what k = 1 costs relative to a plain round *as served*, and 
 - **The served ratio** (`ServedRatio`): every pure plain round (k = 0, decode only, no probe) whose neighbours
   within `NEIGHBOURS` rounds include at least `MIN_NEIGHBOURS` pure k = 1 rounds of the same request count gives a
   sample, median(neighbours' ms) / its ms. With `policy.ceiling_pricing` (step_depth.py), a round of a deeper k in
-  which the confidence stop ended every request at step 1 is a k = 1 round as served (`served_kind`). A k = 1 round counts only when the round before it was a pure
-  k = 1 round too: the first drafting round after a plain one catches up on the plain round's deferred draft context
-  (round_runner.py), a cost of switching, not of k = 1. Neighbours on both sides cancel the slow growth of the
+  which the confidence stop ended every request at step 1 is a k = 1 round as served (`served_kind`). A k = 1 round
+  counts only when the round before it was a pure k = 1 round too: the first drafting round after a plain one
+  catches up on the plain round's deferred draft context (round_runner.py), a cost of switching, not of k = 1. Neighbours on both sides cancel the slow growth of the
   KV length, and a ratio of rounds a few milliseconds apart cancels most of a busy machine's drift. The ratio
   for B requests is the median of its last `SAMPLES` samples, once it has `MIN_SAMPLES` of them no older than
   `MAX_AGE` rounds; before that (and for k = 0 never served next to k = 1) the table alone prices.

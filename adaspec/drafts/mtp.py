@@ -24,12 +24,11 @@ modules and rotary positions as `draft()`, so what is trained is what is served.
 from __future__ import annotations
 
 
-import numpy as np
 import torch
 from torch import nn
 import torch.nn.functional as F
 
-from ..adaptive.scoring import path_probabilities
+from ..adaptive.scoring import HostPathStop, path_probabilities
 from ..models import native_kernels
 from ..models.attention import build_layout, grouped_attention, padded_length, tile_mask
 from ..models.config import ModelConfig
@@ -245,7 +244,7 @@ class MTPDraft(nn.Module):
         # the confidence stop on the CPU: each request's path probability kept on the host (the scores are host
         # memory already), so a step's check is a few numpy operations on B numbers instead of a dozen tensor ops
         # over the stacked scores, and the round runner reads each request's length from here (`confident`)
-        host = _HostStop(B, K, batch.stop_below) if batch.stop_below > 0 and K > 1 and dev.type == "cpu" else None
+        host = HostPathStop(B, K, batch.stop_below) if batch.stop_below > 0 and K > 1 and dev.type == "cpu" else None
         for j in range(K):
             logits = self.head_logits(h)
             best_logit, best = logits.max(dim=-1)
@@ -255,7 +254,7 @@ class MTPDraft(nn.Module):
             if j + 1 == K:
                 break
             if batch.stop_below > 0:  # every request's path probability so far below it: drafting has ended
-                ended = (host.step(scores[-1], j) if host is not None else
+                ended = (host.step(scores[-1].numpy(), j) if host is not None else
                          bool((path_probabilities(torch.stack(scores, dim=1))[:, -1] < batch.stop_below).all()))
                 if ended:
                     tokens += [torch.zeros_like(tok)] * (K - j - 1)
@@ -267,32 +266,6 @@ class MTPDraft(nn.Module):
             h = self.layer(self.fuse(h, tok), cos, sin, self.cache_k, self.cache_v, layout)
         return DraftOutput(torch.stack(tokens, dim=1), torch.stack(scores, dim=1),
                            confident=host.lengths if host is not None else None)
-
-
-class _HostStop:
-    """The confidence stop's path probabilities on the host, step by step: the same float32 products of the same
-    clipped scores as adaptive/scoring.confident_lengths, so `lengths` is exactly what it returns for the round's
-    scores (a request that never falls below keeps num_steps; after the draft ends early every later score is 0,
-    which cannot move a request that had already fallen below)."""
-
-    def __init__(self, B: int, K: int, stop_below: float):
-        self.path = np.ones(B, dtype=np.float32)
-        self.threshold = np.float32(stop_below)
-        self.lengths = [K] * B
-        self.open = list(range(B))  # requests still above the threshold
-
-    def step(self, score: torch.Tensor, j: int) -> bool:
-        """Multiply in step j's scores [B] (float32); True once every request has fallen below."""
-        self.path *= np.clip(np.nan_to_num(score.numpy(), nan=0.0), 0.0, 1.0)
-        below = self.path < self.threshold
-        still = []
-        for b in self.open:
-            if below[b]:
-                self.lengths[b] = j + 1
-            else:
-                still.append(b)
-        self.open = still
-        return not still
 
 
 def _cumsum(xs: list[int]) -> list[int]:

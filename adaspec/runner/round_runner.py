@@ -324,13 +324,12 @@ def _widen(draft: DraftOutput, subset: tuple[int, ...], B: int) -> DraftOutput:
     index = torch.tensor(subset, dtype=torch.long, device=draft.tokens.device)
     tokens = draft.tokens.new_zeros(B, draft.tokens.shape[1]).index_copy_(0, index, draft.tokens)
     scores = draft.scores.new_zeros(B, draft.scores.shape[1]).index_copy_(0, index, draft.scores)
-    lengths = confident = None
-    if draft.lengths is not None:
-        lengths = [0] * B
-        for i, n in zip(subset, draft.lengths):
-            lengths[i] = n
-    if draft.confident is not None:  # the others verify nothing (their caps are 0): 0 keeps that visible
-        confident = [0] * B
-        for i, n in zip(subset, draft.confident):
-            confident[i] = n
-    return DraftOutput(tokens, scores, lengths, confident)
+    def spread(per_subset: list[int] | None) -> list[int] | None:  # the others verify nothing (their caps are 0)
+        if per_subset is None:
+            return None
+        out = [0] * B
+        for i, n in zip(subset, per_subset):
+            out[i] = n
+        return out
+
+    return DraftOutput(tokens, scores, spread(draft.lengths), spread(draft.confident))
