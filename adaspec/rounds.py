@@ -39,6 +39,9 @@ class RoundPlan:
     # a plain round the adaptive draft step runs inside a k = 1 stretch to time it against k = 1 rounds (its served
     # pricing, adaptive/step_served.py; metrics `<ns>:adaptive_cost_check_rounds_total`)
     cost_check: bool = False
+    # the draft step ran this batch (one greedy request) at its ceiling k_max instead of the controller's k >= 1, the
+    # confidence stop deciding the depth (adaptive/step_policy.py, `greedy_ceiling`)
+    ceiling: bool = False
 
     @staticmethod
     def plain(num_decoding: int) -> "RoundPlan":

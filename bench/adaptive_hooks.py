@@ -172,6 +172,7 @@ def finish(llm, run, name: str, started) -> None:
     run.extra["probe_share"] = explore.get("probe_share", 0.0)
     run.extra["skipped_draft_rounds"] = explore.get("skipped_draft", 0)
     run.extra["cost_check_rounds"] = explore.get("cost_checks", 0)  # the draft step's served pricing
+    run.extra["ceiling_batches"] = explore.get("ceiling_batches", 0)  # ... and its greedy ceiling (k_max, stop)
     if ctl.verify is not None and run.extra["skipped_draft_rounds"]:  # plain-floor rounds, no G chosen
         run.extra["chosen"]["plain"] = run.extra["skipped_draft_rounds"]
 

@@ -61,7 +61,9 @@ k = 0. `cost_ms` must be a pure function of (bcap, k): its values are cached per
 
 Confidence stop (adaspec's extension, `confidence_stop`, default 0.6; step_policy.py): k is a ceiling, each request
 verifies its drafts up to the first whose path probability is below the threshold (engine/control.py puts it in the
-plan, runner/round_runner.py applies it); the window then sees shorter verifies, which it treats as censored.
+plan, runner/round_runner.py applies it); the window then sees shorter verifies, which it treats as censored. With
+`greedy_ceiling` (default on), engine/control.py runs a batch of one greedy request that this controller puts at any
+k >= 1 at k_max instead, the stop deciding the depth: plan() still returns (and counts) its own k.
 
 Leaving k = 0 (adaspec's extension, `zero_confidence`, default 1): at k = 0 the re-score scores every k >= 1 at the window's aged upper confidence bound and leaves for the
 cheapest k >= 1 that beats plain there by more than `switch_min_gain` (`_leave_zero`; step_explore.py says why).

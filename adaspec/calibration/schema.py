@@ -184,6 +184,9 @@ class DraftStepPolicy(BaseModel):
     # adaspec's extension: with the confidence stop, a ceiling k >= 2 is priced at the depth its drafts reach; false =
     # at full depth (adaptive/step_depth.py)
     ceiling_pricing: bool = False
+    # adaspec's extension: with the confidence stop, a batch of one greedy request that speculates drafts up to k_max
+    # and the stop decides how deep; false = the controller's k is the ceiling (adaptive/step_policy.py)
+    greedy_ceiling: bool = True
 
 
 class DraftStepCalibration(_CalibrationFields):

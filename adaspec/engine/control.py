@@ -96,6 +96,7 @@ class AdaptiveControl:
         engine's round runner is pointed at the new verify controller."""
         self._closed_values: dict[int, float] = {}  # token_value_closed per batch size, for this table
         cfg = self.engine.config
+        self.ceiling_batches = 0  # batches run at k_max by policy.greedy_ceiling
         if self.mode == "adaptive_draft_step":
             policy = self._policy
             self.step = DraftStepController(
@@ -111,6 +112,11 @@ class AdaptiveControl:
                                                    f"{self.algorithm}: its rounds verify only what matched"))
                 if self.algorithm == "MTP" and self.step.policy.confidence_stop > 0:
                     self.log(self.step.describe_depth())
+                    self.log("[adaspec] greedy ceiling: " + (
+                        f"a batch of one greedy request that speculates drafts up to k_max = {self.width} and the "
+                        "confidence stop decides each round's depth (policy.greedy_ceiling)"
+                        if self.step.policy.greedy_ceiling else "off (policy.greedy_ceiling); the controller's k is "
+                        "the ceiling"))
         else:
             # None: the drafter's proposals cannot be foreseen from lagged feedback (floor.NEVER_SKIPPED)
             self.floor = PlainFloor() if floor_applies(getattr(self.engine, "drafter", None)) else None
@@ -205,16 +211,22 @@ class AdaptiveControl:
         if self.step is not None:
             k = self.step.plan(B, round_id=round_id, kv_len=kv_len, can_verify=any(caps),
                                requests=[r.request_id for r in decoding], closed=self._closed_batch(decoding))
-            caps = tuple(min(k, c) for c in caps)
             # the confidence stop reads the MTP draft's probability of its own tokens (step_policy.py); the Suffix
             # drafts' scores are online acceptance estimates of free proposals, for which it was never measured
             stop = self.step.policy.confidence_stop if self.algorithm == "MTP" else 0.0
+            ceiling = k > 0 and self._greedy_ceiling(decoding, stop)
+            if ceiling:  # one greedy request: draft to k_max, the stop decides how deep (step_policy.greedy_ceiling)
+                k = self.width
+                self.ceiling_batches += 1
+            caps = tuple(min(k, c) for c in caps)
             if not self.step.last_probe:
-                return RoundPlan(k, caps, round_id=round_id, stop_below=stop, cost_check=self.step.last_check)
+                return RoundPlan(k, caps, round_id=round_id, stop_below=stop, cost_check=self.step.last_check,
+                                 ceiling=ceiling)
             # a k = 0 probe drafts for a quarter of the batch, as the plain floor's do (floor.py): after a
             # long stretch at k = 0 the drafter would otherwise catch up on every request's skipped context
             subset, caps = self._probe_subset(decoding, caps)
-            return RoundPlan(k, caps, round_id=round_id, probe=True, draft_only=subset, stop_below=stop)
+            return RoundPlan(k, caps, round_id=round_id, probe=True, draft_only=subset, stop_below=stop,
+                             ceiling=ceiling)
         value = self.token_value(B)
         ids = [r.request_id for r in decoding] if self.floor is not None else None  # the floor's batch turnover
         if self.verify.mode == "async":
@@ -236,6 +248,12 @@ class AdaptiveControl:
         subset, caps = self._probe_subset(decoding, caps) if verdict == "probe" else (None, caps)
         return RoundPlan(self.width, caps, "sync", round_id=round_id, probe=verdict == "probe", token_value=value,
                          draft_only=subset)
+
+    def _greedy_ceiling(self, decoding, stop: float) -> bool:
+        """Whether a speculating batch runs at the ceiling k_max (policy.greedy_ceiling): the confidence stop is on
+        and the batch is one greedy request."""
+        return (stop > 0 and self.step.policy.greedy_ceiling and len(decoding) == 1
+                and decoding[0].params.temperature == 0)
 
     # a request's acceptance relative to its batch's is shrunk towards 1 by this many draft tokens at the batch's rate
     CLOSED_SHRINK_TOKENS = 16
@@ -298,8 +316,9 @@ class AdaptiveControl:
                               ceilings=plan.verify_lens if stopped else None)  # kept only with ceiling pricing
             if plan is not None and seconds is not None and round_id is not None and self._timed_rounds:
                 # pure: decode only, no probe subset, every request drafted and verified the round's k; with ceiling
-                # pricing, a round the confidence stop ended at one step d for every request is served at k = d
-                stop = plan.stop_below if self.step.policy.ceiling_pricing else 0.0
+                # pricing, or at the greedy ceiling (whose rounds are never planned k = 1 ones), a round the confidence
+                # stop ended at one step d for every request is served at k = d
+                stop = plan.stop_below if self.step.policy.ceiling_pricing or plan.ceiling else 0.0
                 k, pure = served_kind(plan.num_steps, plan.verify_lens, result.verify_lens, stop, decode_only,
                                       plan.probe, plan.draft_only is not None)
                 self.step.observe_round(round_id, len(result.verify_lens), k, 1000.0 * seconds, pure)
@@ -312,6 +331,6 @@ class AdaptiveControl:
     def summary(self) -> dict:
         if self.step is not None:
             return {"chosen_k": dict(sorted(self.step.k_histogram.items())), **self.step.exploration_summary(),
-                    "cost_checks": self.step.cost_checks}
+                    "cost_checks": self.step.cost_checks, "ceiling_batches": self.ceiling_batches}
         return {"chosen_G": dict(sorted(self.verify.g_histogram.items())),
                 **(self.floor.summary() if self.floor is not None else {})}
