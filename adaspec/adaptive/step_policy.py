@@ -75,10 +75,10 @@ class StepPolicy:
     # and the stop alone decides how deep (the controller still decides whether to speculate): at one request a ceiling
     # past the stop's depth costs nothing, and on the mixed stream at B = 1 (k_max 5) the stop with ceiling 5 ran
     # 1.061x fixed k = 2 where the controller's own ceilings (k = 1 in 61-87% of batches) ran 1.043x; on one table
-    # 1.004-1.080x the controller without it there (median 1.014x); code 0.989-1.004x, chat 0.992-1.002x, prose (whose
-    # drafts mostly go deep anyway) 0.988-0.997x (BENCHMARKS.md stop 52). Greedy only: the stop's threshold was
-    # measured at temperature 0, and at T = 0.8 every k >= 1 at the ceiling ran 0.975-0.993x; one request only: a
-    # batch's draft goes on while any request is confident (B = 4: 0.984-0.991x; both stop 51). False = the
+    # 0.997-1.080x the controller without it there (median 1.009x, 9 repeats); code 0.989-1.004x, chat 0.992-1.002x,
+    # prose (whose drafts mostly go deep anyway) 0.988-0.997x (BENCHMARKS.md stop 52). Greedy only: the stop's
+    # threshold was measured at temperature 0, and at T = 0.8 every k >= 1 at the ceiling ran 0.975-0.993x; one request
+    # only: a batch's draft goes on while any request is confident (B = 4: 0.984-0.991x; both stop 51). False = the
     # controller's k is the ceiling (R-C1)
     greedy_ceiling: bool = True
 
