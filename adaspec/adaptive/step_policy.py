@@ -73,8 +73,8 @@ class StepPolicy:
     ceiling_pricing: bool = False
     # with the confidence stop, a batch of one greedy request that the controller runs at any k >= 1 drafts up to k_max
     # and the stop alone decides how deep (the controller still decides whether to speculate): at one request a ceiling
-    # past the stop's depth costs nothing, and on the mixed stream at B = 1 (k_max 5) the stop with ceiling 5 ran
-    # 1.061x fixed k = 2 where the controller's own ceilings (k = 1 in 61-87% of batches) ran 1.043x; on one table
+    # past the stop's depth costs next to nothing, and on the mixed stream at B = 1 (k_max 5) the stop with ceiling 5
+    # ran 1.061x fixed k = 2 where the controller's own ceilings (k = 1 in 61-87% of batches) ran 1.043x; on one table
     # 0.997-1.080x the controller without it there (median 1.009x, 9 repeats); code 0.989-1.004x, chat 0.992-1.002x,
     # prose (whose drafts mostly go deep anyway) 0.988-0.997x (BENCHMARKS.md stop 52). Greedy only: the stop's
     # threshold was measured at temperature 0, and at T = 0.8 every k >= 1 at the ceiling ran 0.975-0.993x; one request
