@@ -9,13 +9,14 @@ draft step measures what k = 1 costs relative to a plain round *as served*, and 
 
 - **The served ratio** (`ServedRatio`): every pure plain round (k = 0, decode only, no probe) whose neighbours
   within `NEIGHBOURS` rounds include at least `MIN_NEIGHBOURS` pure k = 1 rounds of the same request count gives a
-  sample, median(neighbours' ms) / its ms. With `policy.ceiling_pricing` (step_depth.py), a round of a deeper k in
-  which the confidence stop ended every request at step 1 is a k = 1 round as served (`served_kind`). A k = 1 round
-  counts only when the round before it was a pure k = 1 round too: the first drafting round after a plain one
-  catches up on the plain round's deferred draft context (round_runner.py), a cost of switching, not of k = 1. Neighbours on both sides cancel the slow growth of the
-  KV length, and a ratio of rounds a few milliseconds apart cancels most of a busy machine's drift. The ratio
-  for B requests is the median of its last `SAMPLES` samples, once it has `MIN_SAMPLES` of them no older than
-  `MAX_AGE` rounds; before that (and for k = 0 never served next to k = 1) the table alone prices.
+  sample, median(neighbours' ms) / its ms. With `policy.ceiling_pricing` (step_depth.py), and in the rounds of the
+  greedy ceiling (`policy.greedy_ceiling`, engine/control.py), a round of a deeper k in which the confidence stop
+  ended every request at step 1 is a k = 1 round as served (`served_kind`). A k = 1 round counts only when the round
+  before it was a pure k = 1 round too: the first drafting round after a plain one catches up on the plain round's
+  deferred draft context (round_runner.py), a cost of switching, not of k = 1. Neighbours on both sides cancel the
+  slow growth of the KV length, and a ratio of rounds a few milliseconds apart cancels most of a busy machine's
+  drift. The ratio for B requests is the median of its last `SAMPLES` samples, once it has `MIN_SAMPLES` of them no
+  older than `MAX_AGE` rounds; before that (and for k = 0 never served next to k = 1) the table alone prices.
 - **Pricing** (`_served_table`): with a served ratio rho for the batch's request count, k = 1 costs rho times the
   table's plain round, and a deeper k at least what the k below it costs (the table's k >= 2 are otherwise kept: no
   round measured them; scaling them all by k = 1's correction ran mixed B = 1, where deep k pays, at 1.351x plain

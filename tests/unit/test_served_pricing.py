@@ -210,8 +210,8 @@ def test_the_served_ratio_cache_follows_new_samples_and_their_age():
     ((3, (3, 3), 0.6, False, True), [1, 0], True, (3, False)),  # a draft-only subset
 ])
 def test_a_round_is_priced_at_the_depth_it_was_served(plan, lens, decode_only, expected):
-    """served_kind (the engine passes the stop only with policy.ceiling_pricing): a round whose every request the stop
-    ended at the same step d < k drafted d steps and verified d + 1 rows each, so it is a served sample of k = d;
-    anything else keeps its plan's k, pure only when every request verified exactly k."""
+    """served_kind (the engine passes the stop with policy.ceiling_pricing and in greedy-ceiling rounds): a round whose
+    every request the stop ended at the same step d < k drafted d steps and verified d + 1 rows each, so it is a served
+    sample of k = d; anything else keeps its plan's k, pure only when every request verified exactly k."""
     k, caps, stop, probe, subset = plan
     assert served_kind(k, caps, lens, stop, decode_only, probe, subset) == expected
