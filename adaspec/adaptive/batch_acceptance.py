@@ -18,7 +18,18 @@ window's pooled rate p_i (every request's drafts, the Kaplan-Meier rates of feed
 
 (n, r: r's accepted and reached counts at position i in the window). A request with no draft in the
 window (it just joined, or only ever ran at k = 0) is priced at the pooled rate, one with many drafts
-at its own. The batch's prefix acceptance is the mean over its requests of cumprod_i alpha_{r,i}. With a
+at its own.
+
+The population (adaspec's extension, `policy.population_drafts`): with it > 0, p_i is instead the rate of
+the latest window batches' drafts *and those before them*, of every request, back to at least
+population_drafts drafts (feedback.AcceptanceWindow.shrink_target), and it is never aged. The window says
+what the batch's requests did lately; p_i says what a request does before its own drafts speak. At one
+request the window holds nothing but the previous request's last window_size drafts: on the mixed stream
+at B = 1 one request's final 30 tokens accepted next to nothing, the controller went plain, and the next
+request, priced at those drafts, started plain for 77 tokens where its drafts paid ~10% (bench/results/s53).
+With the population its first drafts are priced at what requests have accepted over the last few hundred,
+and a request whose own evidence ages at k = 0 (step_explore.py) reverts towards it, not towards the
+stretch that sent it there. The batch's prefix acceptance is the mean over its requests of cumprod_i alpha_{r,i}. With a
 confidence bound (`z` > 0, the step controller's optimistic and backoff rules), each request's rate is
 the Wilson upper bound of its shrunk counts at z / sqrt(B): the mean of B independent estimates has
 1 / sqrt(B) of their standard error, so the batch's estimate moves z of *its* standard errors, as the
@@ -29,6 +40,7 @@ per request alike.
 from __future__ import annotations
 
 import math
+from collections import deque
 from typing import Callable, Hashable, Iterable, Sequence
 
 import numpy as np
@@ -62,6 +74,35 @@ class RequestCounts:
                 reach[i] += sign
             if sign < 0 and not any(reach):
                 del self.sums[rid]  # no draft of it left in the window
+
+
+class Population:
+    """The population's counts (module docstring): the latest batches with drafts, dropping the oldest while the rest
+    still hold `min_drafts` drafts; per position, accepted and reached summed over them (Python ints, a round's hot
+    path, as RequestCounts)."""
+
+    def __init__(self, max_steps: int, min_drafts: int):
+        self.min_drafts = min_drafts
+        self._batches: deque[tuple] = deque()
+        self.accepted, self.reached = [0] * max_steps, [0] * max_steps
+        self.drafts = 0
+
+    def add(self, accepted: Sequence[int], reached: Sequence[int], drafts: int) -> None:
+        """A batch's per-position accepted and reached counts and its number of drafts."""
+        self._batches.append((accepted, reached, drafts))
+        self._sum(accepted, reached, drafts, 1)
+        while self.drafts - self._batches[0][2] >= self.min_drafts:
+            self._sum(*self._batches.popleft(), -1)
+
+    @property
+    def batches(self) -> int:
+        return len(self._batches)
+
+    def _sum(self, accepted, reached, drafts: int, sign: int) -> None:
+        self.drafts += sign * drafts
+        for i, (a, r) in enumerate(zip(accepted, reached)):
+            self.accepted[i] += sign * a
+            self.reached[i] += sign * r
 
 
 def aged_counts(entries: Iterable[tuple[float, Sequence[tuple]]], batch: set,

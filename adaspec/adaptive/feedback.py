@@ -51,7 +51,8 @@ from typing import Any, Generic, Hashable, Sequence, TypeVar
 
 import numpy as np
 
-from .batch_acceptance import RequestCounts, aged_counts, batch_prefix_acceptance, request_prefix_acceptance
+from .batch_acceptance import (Population, RequestCounts, aged_counts, batch_prefix_acceptance,
+                               request_prefix_acceptance)
 
 T = TypeVar("T")
 
@@ -61,7 +62,10 @@ DEFAULT_PRIOR_RATE = 0.5
 class AcceptanceWindow:
     """Windowed per-position prefix acceptance from completed batches (R-C2)."""
 
-    def __init__(self, max_steps: int, window_size: int, prior_rate: float = DEFAULT_PRIOR_RATE):
+    def __init__(self, max_steps: int, window_size: int, prior_rate: float = DEFAULT_PRIOR_RATE,
+                 population_drafts: int = 0):
+        if population_drafts < 0:
+            raise ValueError(f"population_drafts must be >= 0 (0 = the window's pooled rates), got {population_drafts}")
         if max_steps < 1:
             raise ValueError(f"max_steps must be >= 1, got {max_steps}")
         if window_size < 1:
@@ -88,6 +92,9 @@ class AcceptanceWindow:
         # stretch of k = 0, where a re-score every few batches recomputed it (twice) for nothing
         self._version = 0
         self._per_request: tuple | None = None
+        # what a request's own rates are shrunk towards when population_drafts > 0 (batch_acceptance.py)
+        self.population_drafts = population_drafts
+        self.population = Population(max_steps, population_drafts) if population_drafts else None
 
     # ---- feeding ------------------------------------------------------------------------
     def observe(self, verify_lens: list[int], num_accepted: list[int],
@@ -135,6 +142,8 @@ class AcceptanceWindow:
         self.completed += 1  # after the checks: a rejected batch is not counted
         self._batches.append((acc, reach, ver, drafts, self.completed, per_draft))
         self._count(acc, reach, ver, drafts, per_draft, 1)
+        if self.population is not None:
+            self.population.add(acc, reach, drafts)
         if len(self._batches) > self.window_size:
             old = self._batches.popleft()
             self._count(*old[:4], old[5], -1)
@@ -150,6 +159,14 @@ class AcceptanceWindow:
             self._anonymous += sign
         else:
             self.requests.add(per_draft, sign)
+
+    def shrink_target(self, pooled) -> np.ndarray:
+        """The conditional rates a request's own are shrunk towards (batch_acceptance.py): the population's, never
+        aged (a statement about requests at large, not evidence about the batch being planned); with
+        population_drafts 0, `pooled` (a callable: the window's pooled rates, as the caller weighs them)."""
+        if self.population is not None and self.population.drafts:
+            return self._rates(self.population.accepted, self.population.reached, 0.0)
+        return pooled()
 
     # ---- reading ------------------------------------------------------------------------
     @property
@@ -183,7 +200,7 @@ class AcceptanceWindow:
         if z == 0 and weight == 1:
             return self.request_prefix_acceptance().mean(axis=0)  # the same computation, memoised
         w = float(weight)
-        pooled = self.conditional_rates(0.0, w)  # composed: the window has drafts
+        pooled = self.shrink_target(lambda: self.conditional_rates(0.0, w))  # composed: the window has drafts
 
         def counts(rid):
             c = self.requests.sums.get(rid)
@@ -197,7 +214,8 @@ class AcceptanceWindow:
             return None
         key = (self._version, self.batch)
         if self._per_request is None or self._per_request[0] != key:
-            per = request_prefix_acceptance(self.batch, self.requests.sums.get, self.conditional_rates())
+            target = self.shrink_target(self.conditional_rates)
+            per = request_prefix_acceptance(self.batch, self.requests.sums.get, target)
             per.setflags(write=False)  # shared by every caller until the window or the batch changes
             self._per_request = (key, per)
         return self._per_request[1]
@@ -230,7 +248,8 @@ class AcceptanceWindow:
         if not self._composed():
             return np.cumprod(self._rates(accepted, reached, z))
         per = aged_counts(((w, b[5]) for w, b in zip(weights, self._batches)), set(self.batch), self.max_steps)
-        return batch_prefix_acceptance(self.batch, per.get, self._rates(accepted, reached, 0.0), z)
+        target = self.shrink_target(lambda: self._rates(accepted, reached, 0.0))
+        return batch_prefix_acceptance(self.batch, per.get, target, z)
 
     def _rates(self, accepted, reached, z: float) -> np.ndarray:
         """Per position, the Wilson bound of accepted / reached (`wilson_upper`), a position never reached carrying

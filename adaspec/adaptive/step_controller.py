@@ -45,7 +45,9 @@ Pricing between buckets (adaspec's extension, `interpolate_buckets`, default on;
 between two calibrated buckets is priced in between, and one whose request count changed is re-scored at once.
 
 The batch's own requests (adaspec's extension, `per_request`, default on; batch_acceptance.py): every rule
-below prices the batch by its own requests' acceptance, and a batch whose requests changed is re-scored at once.
+below prices the batch by its own requests' acceptance, and a batch whose requests changed is re-scored at once;
+each request's own rates are shrunk towards the population's (`population_drafts`: the latest few hundred drafts of
+every request, never aged), so a request that just joined is not priced at the drafts of whoever came before it.
 
 Closed batches (adaspec's extension, `closed_batch`, default on: step_policy.py; closed_step.py): when no request waits
 for a slot (`plan(closed=...)`: per request, its remaining tokens) and every request has enough drafts in the
@@ -146,7 +148,7 @@ class DraftStepController(StepExploration, StepScoring, ServedPricing, CeilingPr
         self.k_max, self.policy = k_max, policy
         self.cost_ms, self.pad_requests, self.covers = cost_ms, pad_requests, covers
         self.allow_zero, self.probe_interval = allow_zero, probe_interval
-        self.window = AcceptanceWindow(k_max, policy.window_size, prior_rate)
+        self.window = AcceptanceWindow(k_max, policy.window_size, prior_rate, policy.population_drafts)
         self.feedback: LaggedFeedback[tuple] = LaggedFeedback(lag)
         self._round_requests: dict[int, tuple] = {}  # round id -> its decoding requests (plan's `requests`)
         self.k = k_max

@@ -81,8 +81,17 @@ class StepPolicy:
     # only: a batch's draft goes on while any request is confident (B = 4: 0.984-0.991x; both stop 51). False = the
     # controller's k is the ceiling (R-C1)
     greedy_ceiling: bool = True
+    # per_request's estimate shrinks each request's own rates towards the rates of the latest batches holding at least
+    # this many drafts of every request (the population, batch_acceptance.py), never aged, instead of the window's
+    # pooled rates. At one request the window holds only the previous request's last drafts: one request's bad ending
+    # started the next plain for 77 tokens where its drafts paid ~10%. Paired on one table against 0: mixed B = 1
+    # (k_max 5) median 1.004x (0.999-1.025x, 12 repeats, 10 >= 1), mixed B = 4 1.005-1.016x, chat B = 1 0.995-1.013x
+    # (median 1.000x; BENCHMARKS.md stop 53); 0 = the window's pooled rates (stop 42's rule)
+    population_drafts: int = 512
 
     def __post_init__(self):
+        if self.population_drafts < 0:
+            raise ValueError(f"policy.population_drafts must be >= 0, got {self.population_drafts}")
         if not 0.0 <= self.confidence_stop < 1.0:
             raise ValueError(f"policy.confidence_stop must be in [0, 1), got {self.confidence_stop}")
         if not self.floor_confidence >= 0:
