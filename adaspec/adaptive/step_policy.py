@@ -84,9 +84,11 @@ class StepPolicy:
     # per_request's estimate shrinks each request's own rates towards the rates of the latest batches holding at least
     # this many drafts of every request (the population, batch_acceptance.py), never aged, instead of the window's
     # pooled rates. At one request the window holds only the previous request's last drafts: one request's bad ending
-    # started the next plain for 77 tokens where its drafts paid ~10%. Paired on one table against 0: mixed B = 1
-    # (k_max 5) median 1.004x (0.999-1.025x, 12 repeats, 10 >= 1), mixed B = 4 1.005-1.016x, chat B = 1 0.995-1.013x
-    # (median 1.000x; BENCHMARKS.md stop 53); 0 = the window's pooled rates (stop 42's rule)
+    # started the next plain for 77 tokens where the forced ceiling ran 6.6% faster. Paired on one table against 0:
+    # mixed B = 1 (k_max 5) median 1.004x (0.999-1.025x, 12 repeats, 10 >= 1), mixed B = 4 1.005-1.016x, the staggered
+    # stream at B = 4 1.016-1.077x (k = 0 in 3% of batches against 31%), code B = 1 1.008-1.019x, chat B = 1
+    # 0.995-1.013x, prose B = 1 0.997-1.003x, mixed T = 0.8 0.990-1.001x (BENCHMARKS.md stop 53); 0 = the window's
+    # pooled rates (stop 42's rule)
     population_drafts: int = 512
 
     def __post_init__(self):
