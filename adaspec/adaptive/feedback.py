@@ -32,7 +32,8 @@ the estimate to the prior merely because speculation was paused.
 
 The batch's own requests (adaspec's extension): with request ids given to `observe`, and the batch
 being planned set in `batch`, every estimate below is the mean over the batch's requests of their own
-prefix acceptance, each shrunk towards the pooled rates above (batch_acceptance.py); without ids, or
+prefix acceptance, each shrunk towards the pooled rates above, or with `population_drafts` > 0 towards the
+population's (the latest drafts of every request, at least that many; batch_acceptance.py); without ids, or
 with `batch` None, the pooled estimate.
 
 Lag. The controller planning round n may only use results of rounds <= n - lag: lag 1 when the

@@ -188,7 +188,8 @@ class DraftStepPolicy(BaseModel):
     # and the stop decides how deep; false = the controller's k is the ceiling (adaptive/step_policy.py)
     greedy_ceiling: bool = True
     # adaspec's extension: a request's own acceptance is shrunk towards the rates of the latest drafts, at least this
-    # many, of every request (the population), not the window's pooled rates; 0 = the window's (adaptive/feedback.py)
+    # many, of every request (the population), not the window's pooled rates; 0 = the window's
+    # (adaptive/batch_acceptance.py)
     population_drafts: int = Field(512, ge=0)
 
 
