@@ -94,7 +94,6 @@ class AcceptanceWindow:
         self._version = 0
         self._per_request: tuple | None = None
         # what a request's own rates are shrunk towards when population_drafts > 0 (batch_acceptance.py)
-        self.population_drafts = population_drafts
         self.population = Population(max_steps, population_drafts) if population_drafts else None
 
     # ---- feeding ------------------------------------------------------------------------

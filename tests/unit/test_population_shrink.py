@@ -84,7 +84,7 @@ def test_population_drafts_0_keeps_the_window_s_pooled_estimates_bit_for_bit():
 def test_the_controller_builds_its_window_with_the_policy_s_population_and_bad_values_are_refused():
     ctl = DraftStepController(3, StepPolicy(population_drafts=64), cost_ms=lambda b, k: 10.0 + k,
                               pad_requests=lambda B: 1)
-    assert ctl.window.population_drafts == 64
+    assert ctl.window.population is not None and ctl.window.population.min_drafts == 64
     with pytest.raises(ValueError, match="population_drafts"):
         StepPolicy(population_drafts=-1)
     with pytest.raises(ValueError, match="population_drafts"):
