@@ -36,8 +36,9 @@ class RoundPlan:
     # (the draft step's confidence stop, adaptive/step_policy.py), and the draft may stop once every request is below
     # it; 0 = off
     stop_below: float = 0.0
-    # a plain round the adaptive draft step runs inside a k = 1 stretch to time it against k = 1 rounds (its served
-    # pricing, adaptive/step_served.py; metrics `<ns>:adaptive_cost_check_rounds_total`)
+    # a round the adaptive draft step runs to time k = 1 as served: plain inside a k = 1 stretch, or k = 1 (never at the
+    # greedy ceiling) at k = 0 (its served pricing, adaptive/step_served.py; metrics
+    # `<ns>:adaptive_cost_check_rounds_total`)
     cost_check: bool = False
     # the draft step ran this batch (one greedy request) at its ceiling k_max instead of the controller's k >= 1, the
     # confidence stop deciding the depth (adaptive/step_policy.py, `greedy_ceiling`)

@@ -39,7 +39,9 @@ plain decoding for a quarter of a 256-token run while a fixed k = 1 paid 8%.
 Exploration is bounded and counted: the only rounds run against the estimate are the k = 0 probes
 below, at most 1 / probe_interval of the batches (the probe batch counts towards the next interval)
 plus the cold start's one (`probe_rounds`, `exploration_summary()`,
-the start-up log line `describe_exploration()`, and the metrics).
+the start-up log line `describe_exploration()`, and the metrics). The other rounds run against it are served
+pricing's cost checks (step_served.py: a plain batch in a marginal k = 1 stretch, k = 1 batches at k = 0 while k = 1
+is unpriced), counted as `cost_checks`.
 
 Pricing between buckets (adaspec's extension, `interpolate_buckets`, default on; step_costs.py): a batch
 between two calibrated buckets is priced in between, and one whose request count changed is re-scored at once.
@@ -278,7 +280,7 @@ class DraftStepController(StepExploration, StepScoring, ServedPricing, CeilingPr
         k = self.k
         if self.window.has_data:
             self._cold_probe = False  # measured: the periodic probes take over
-        due = k == 0 and can_verify and (
+        due = k == 0 and can_verify and not self._run_left and (
             self._cold_probe or self.probe_interval and self.completed - self._zero_since >= self.probe_every(table))
         if due:
             self._cold_probe = False
@@ -291,6 +293,9 @@ class DraftStepController(StepExploration, StepScoring, ServedPricing, CeilingPr
         elif self._cost_check(batch_size, k, table, can_verify, round_id):
             k, self.last_check = 0, True
             self.decisions.append(StepDecision(self.completed, batch_size, bcap, self.k, 0, "cost check"))
+        elif self._zero_cost_check(batch_size, k, table, can_verify, round_id):
+            k, self.last_check = 1, True  # k = 1 timed next to plain rounds (step_served.py)
+            self.decisions.append(StepDecision(self.completed, batch_size, bcap, 0, 1, "cost check"))
         self.k_histogram[k] += 1
         return k
 

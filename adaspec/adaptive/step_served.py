@@ -28,7 +28,18 @@ draft step measures what k = 1 costs relative to a plain round *as served*, and 
   marginal (its predicted gain over plain, at the point estimate and the current price, below `CHECK_MARGIN`),
   one batch in `CHECK_EVERY` runs at k = 0 (one in `CHECK_EVERY_KNOWN` once the ratio is known); the decision
   record says "cost check" and `cost_checks` counts them (the summary, the start-up log, the metrics). A check costs
-  at most the margin of one batch in CHECK_EVERY; where k = 1 is not marginal there are none. Only k = 1 is
+  at most the margin of one batch in CHECK_EVERY; where k = 1 is not marginal there are none.
+- **Cost checks at k = 0**: at k = 0 the served ratio is never learnt (no k = 1 round runs; a probe follows a plain
+  round, so it is no steady neighbour, and at the greedy ceiling it drafts deeper), so a table that overprices k = 1
+  keeps the controller plain for good: on the Zen 4 VM a start-up whose calibration ran next to another priced k = 1
+  at 1.64x plain where it was served at ~1.17x, and the draft step ran k = 0 in 44% of its batches at 1.007x the best
+  fixed setting (BENCHMARKS.md, stop 53). So while the ratio for the batch's request count is unknown and k = 1 is
+  marginal at k = 0 (its gain over plain at the table's price, at the upper bound that leaves k = 0,
+  `policy.zero_confidence` standard errors above the window's estimate, above -`CHECK_MARGIN`), one
+  batch in `CHECK_EVERY` starts a run of `CHECK_RUN` consecutive k = 1 batches (plain k = 1: no greedy ceiling). Its
+  second and later rounds are steady k = 1 rounds, so every plain round within `NEIGHBOURS` of them gives a sample:
+  one run prices k = 1. They count as cost checks (decision "cost check", `cost_checks`) and feed the window as any
+  drafting batch does. Once the ratio is known they stop; a k = 1 that loses more than the margin is never run. Only k = 1 is
   measured: above it the confidence stop makes a round's depth vary (step_policy.py), so the table's k prices it.
   MTP only (engine/control.py reports round times for MTP): a Suffix draft's round verifies only what matched.
 
@@ -51,6 +62,7 @@ MAX_AGE = 4096  # rounds after which a sample no longer prices
 CHECK_MARGIN = 0.2  # a k = 1 predicted to gain less than this over plain is checked (the table's error is ~10%)
 CHECK_EVERY = 16  # batches at k = 1 between cost checks while the ratio is unknown
 CHECK_EVERY_KNOWN = 64  # ... and once it is known
+CHECK_RUN = 3  # k = 1 batches in a row that a cost check at k = 0 runs: its second and later are steady k = 1 rounds
 
 
 def served_kind(num_steps: int, caps, verify_lens, stop_below: float, decode_only: bool, probe: bool,
@@ -142,6 +154,8 @@ class ServedPricing:
         self.cost_checks = 0
         self.last_check = False  # whether the batch plan() returned last is a cost check
         self._since_check = 0  # batches planned at k = 1 since the last cost check
+        self._since_zero_check = 0  # batches planned at k = 0 since the last run of k = 1 cost checks
+        self._run_left = 0  # k = 1 batches left in the current run of cost checks at k = 0
         self._served_tables: dict[int, tuple[dict, float, dict]] = {}
 
     def observe_round(self, round_id: int, batch_size: int, k: int, ms: float, pure: bool) -> None:
@@ -188,6 +202,30 @@ class ServedPricing:
         self.cost_checks += 1
         return True
 
+    def _zero_cost_check(self, batch_size: int, k: int, table: dict[int, float], can_verify: bool,
+                         round_id: int | None) -> bool:
+        """Whether this batch, planned at k = 0, runs at k = 1 to time k = 1 next to plain rounds (a run of CHECK_RUN
+        batches; module docstring)."""
+        if not self._timed or k != 0 or 0 not in table or 1 not in table or not can_verify:
+            self._run_left = 0  # a run is consecutive rounds, or it times nothing
+            return False
+        if self._run_left:
+            self._run_left -= 1
+            self.cost_checks += 1
+            return True
+        if self.served.ratio(batch_size, round_id) is not None:
+            return False
+        self._since_zero_check += 1
+        if self._since_zero_check < CHECK_EVERY:
+            return False
+        self._since_zero_check = 0
+        a1 = self.window.prefix_acceptance(self.policy.zero_confidence)[0]  # the bound that leaves k = 0
+        if (1.0 + a1) * table[0] / table[1] - 1.0 <= -CHECK_MARGIN:
+            return False  # k = 1 loses even if the table overprices it by the margin
+        self.cost_checks += 1
+        self._run_left = CHECK_RUN - 1
+        return True
+
     def describe_served(self, off: str | None = None) -> str:
         """The start-up log line; `off`: why the engine reports no round times to this controller."""
         if off is None and not self.policy.served_costs:
@@ -197,4 +235,5 @@ class ServedPricing:
         return (f"[adaspec] served pricing: k = 1 is priced from served round times once {MIN_SAMPLES} plain rounds "
                 f"have been timed next to k = 1 ones at the batch's request count; while k = 1 gains less than "
                 f"{100 * CHECK_MARGIN:.0f}% over plain, one batch in {CHECK_EVERY} ({CHECK_EVERY_KNOWN} once "
-                f"priced) runs plain to time it (cost checks)")
+                f"priced) runs plain to time it, and at k = 0, while unpriced and within {100 * CHECK_MARGIN:.0f}% of "
+                f"plain, one in {CHECK_EVERY} starts {CHECK_RUN} k = 1 batches in a row (cost checks)")

@@ -214,7 +214,8 @@ class AdaptiveControl:
             # the confidence stop reads the MTP draft's probability of its own tokens (step_policy.py); the Suffix
             # drafts' scores are online acceptance estimates of free proposals, for which it was never measured
             stop = self.step.policy.confidence_stop if self.algorithm == "MTP" else 0.0
-            ceiling = k > 0 and self._greedy_ceiling(decoding, stop)
+            # a cost check at k = 0 times plain k = 1 rounds (adaptive/step_served.py): never at the ceiling
+            ceiling = k > 0 and not self.step.last_check and self._greedy_ceiling(decoding, stop)
             if ceiling:  # one greedy request: draft to k_max, the stop decides how deep (step_policy.greedy_ceiling)
                 k = self.width
                 self.ceiling_batches += 1

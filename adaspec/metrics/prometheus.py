@@ -24,7 +24,8 @@ Names follow vLLM's where a vLLM user already scrapes one, with the same meaning
   covers: the cost-model error), `<ns>:round_duration_seconds` (every round); exploration and the
   plain floor (issue 13): `<ns>:adaptive_rounds_total`, `<ns>:adaptive_probe_rounds_total` (their
   ratio is the share of probe rounds), `<ns>:adaptive_plain_rounds_total` (rounds that drafted nothing) and
-  `<ns>:adaptive_cost_check_rounds_total` (plain rounds the draft step runs to time k = 1 as served). Round times are the
+  `<ns>:adaptive_cost_check_rounds_total` (rounds the draft step runs to time k = 1 as served: plain ones in a k = 1
+  stretch, k = 1 ones at k = 0). Round times are the
   engine's host timestamps at the round's existing result read-back (RoundEvent; no device sync).
 """
 
@@ -105,7 +106,7 @@ class ServerMetrics:
                                     "Adaptive rounds that drafted nothing (k = 0, or the plain floor skipped the draft)",
                                     registry=r)
         self.cost_check_rounds = Counter(f"{ns}:adaptive_cost_check_rounds",
-                                         "Plain rounds the adaptive draft step ran to time k = 1 against them",
+                                         "Rounds the adaptive draft step ran to time k = 1 as served (plain in a k = 1 stretch, k = 1 at k = 0)",
                                          registry=r)
         self.round_time = Histogram(f"{ns}:round_duration_seconds", "Measured time of every round", registry=r,
                                     buckets=TOKEN_LATENCY_BUCKETS)

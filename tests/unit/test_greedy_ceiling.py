@@ -96,3 +96,26 @@ def test_the_ceiling_is_only_for_one_greedy_request(tiny_llama_dir, tmp_path, re
     assert drafting and all(p.num_steps == 1 and not p.ceiling for p in drafting)
     if case != "two_requests":
         assert eng.control.summary()["ceiling_batches"] == 0
+
+
+def test_a_cost_check_at_k0_runs_plain_k1_never_the_ceiling(tiny_llama_dir, tmp_path, reference):
+    """A cost check the controller plans at k = 0 (k = 1 timed next to plain rounds, adaptive/step_served.py) is a plain
+    k = 1 round even for one greedy request: at the ceiling it would draft deeper and time nothing. Lossless (R-B2)."""
+    params, ref = reference
+    llm, eng = _engine(tiny_llama_dir, tmp_path, [o.prompt_token_ids + o.token_ids for o in ref])
+    ctl = eng.control
+    plan = ctl.step.plan
+
+    def check(*a, **k):
+        plan(*a, **k)
+        ctl.step.last_probe, ctl.step.last_check = False, True
+        return 1
+
+    ctl.step.plan = check
+    rounds = []
+    run = eng.rounds.run
+    eng.rounds.run = lambda chunks, p: rounds.append(p) or run(chunks, p)
+    assert llm.generate(PROMPTS[:1], params)[0].token_ids == ref[0].token_ids
+    drafting = [p for p in rounds if p.num_steps]
+    assert drafting and all(p.num_steps == 1 and p.cost_check and not p.ceiling for p in drafting)
+    assert ctl.summary()["ceiling_batches"] == 0

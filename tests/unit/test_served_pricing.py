@@ -215,3 +215,69 @@ def test_a_round_is_priced_at_the_depth_it_was_served(plan, lens, decode_only, e
     sample of k = d; anything else keeps its plan's k, pure only when every request verified exactly k."""
     k, caps, stop, probe, subset = plan
     assert served_kind(k, caps, lens, stop, decode_only, probe, subset) == expected
+
+
+def _plain_start(table1: float, **policy) -> DraftStepController:
+    # the prior (0.5 per position) against the table's k = 1 at table1 x plain: k = 0 from the first batch
+    return DraftStepController(1, StepPolicy(**policy), table_cost({0: 1.0, 1: table1}), pad_requests,
+                               probe_interval=20)
+
+
+def test_a_table_that_overprices_k1_is_corrected_from_k0_by_a_run_of_k1_checks():
+    """Issue 13 (stop 53's busy start-up): the table prices k = 1 at 1.6x plain, so at a third of the drafts accepted
+    the controller starts and stays plain, and no k = 1 round is ever timed. Served at 1.17x plain, k = 1 gains 14%.
+    One batch in CHECK_EVERY at k = 0 starts CHECK_RUN k = 1 batches in a row (cost checks, never at the greedy
+    ceiling); their plain neighbours price k = 1, the controller leaves plain, and the runs stop once priced."""
+    ctrl = _plain_start(1.6)
+    ks = _serve(ctrl, 400, served_ratio=1.17)
+    runs = [d for d in ctrl.decisions if d.reason == "cost check" and d.previous_k == 0 and d.k == 1]
+    assert len(runs) == step_served.CHECK_RUN  # one run priced it
+    assert [d.completed for d in runs] == list(range(runs[0].completed, runs[0].completed + step_served.CHECK_RUN))
+    assert runs[0].completed <= step_served.CHECK_EVERY + 2
+    assert ctrl.served.ratio(4) == pytest.approx(1.17)
+    assert ks[100:].count(1) > 0.9 * 300 and ctrl.k == 1
+
+    without = _plain_start(1.6)  # the same without round times: the table alone keeps it plain
+    assert _serve(without, 400, served_ratio=None)[100:].count(0) > 0.95 * 300
+    assert without.cost_checks == 0
+
+
+def test_a_k1_that_really_loses_is_timed_once_and_left_plain():
+    """Served at 1.7x plain (the table was right, or optimistic): one run prices it, the controller stays plain and
+    no further run comes (the ratio is known); the runs cost CHECK_RUN batches."""
+    ctrl = _plain_start(1.6)
+    ks = _serve(ctrl, 400, served_ratio=1.7)
+    assert ctrl.served.ratio(4) == pytest.approx(1.7)
+    assert ctrl.cost_checks == step_served.CHECK_RUN
+    assert ks[50:].count(0) > 0.95 * 350 and ctrl.k == 0
+
+
+def test_no_run_where_k1_loses_beyond_the_margin():
+    """One draft in ten accepted: at the table's 1.6x, k = 1 loses over 20% even at the optimistic bound, so no batch is
+    spent timing it (a 20% error of the table would not change the verdict)."""
+    ctrl = _plain_start(1.6)
+    assert _serve(ctrl, 300, served_ratio=1.17, accept_every=10)[1:].count(1) <= 300 // 20 + 1  # the probes only
+    assert ctrl.cost_checks == 0 and ctrl.served.ratio(4) is None
+
+
+def test_a_run_is_consecutive_and_off_without_round_times_or_served_costs():
+    """A batch that cannot verify a draft ends the run (its rounds would not be steady neighbours); without round
+    times, or with policy.served_costs off, no run starts."""
+    ctrl = _plain_start(1.6)
+    rid, ks = 0, []
+    for _ in range(40):
+        rid += 1
+        ks.append(ctrl.plan(4, round_id=rid, requests=[0, 1, 2, 3]))
+        ctrl.observe([ks[-1]] * 4, [min(ks[-1], 1), 0, 0, 0], round_id=rid)
+        ctrl.observe_round(rid, 4, ks[-1], 10.0 if ks[-1] == 0 else 11.7, pure=True)
+        if ctrl.last_check and ks[-1] == 1:
+            rid += 1
+            assert ctrl.plan(4, round_id=rid, requests=[0, 1, 2, 3], can_verify=False) == 0
+            assert not ctrl.last_check and ctrl._run_left == 0
+            break
+    else:
+        pytest.fail("no run started")
+    for policy in ({"served_costs": False},):
+        off = _plain_start(1.6, **policy)
+        _serve(off, 200, served_ratio=1.17)
+        assert off.cost_checks == 0
