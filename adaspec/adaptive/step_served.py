@@ -34,13 +34,19 @@ draft step measures what k = 1 costs relative to a plain round *as served*, and 
   keeps the controller plain for good: on the Zen 4 VM a start-up whose calibration ran next to another priced k = 1
   at 1.64x plain where it was served at ~1.17x, and the draft step ran k = 0 in 44% of its batches at 1.007x the best
   fixed setting (BENCHMARKS.md, stop 53). So while the ratio for the batch's request count is unknown and k = 1 is
-  marginal at k = 0 (predicted to lose less than `RUN_MARGIN` to plain at the table's price), one
+  marginal at k = 0 (at the table's price and the upper bound that leaves k = 0, `policy.zero_confidence` standard
+  errors above the window's estimate, predicted to lose less than `CHECK_MARGIN` / B to plain, B the request count), one
   batch in `CHECK_EVERY` starts a run of `CHECK_RUN` consecutive k = 1 batches (plain k = 1: no greedy ceiling). Its
   second and later rounds are steady k = 1 rounds, so every plain round within `NEIGHBOURS` of them gives a sample:
   one run prices k = 1. They count as cost checks (decision "cost check", `cost_checks`) and feed the window as any
-  drafting batch does. Once the ratio is known they stop; a k = 1 that loses more than the margin is never run. Only k = 1 is
-  measured: above it the confidence stop makes a round's depth vary (step_policy.py), so the table's k prices it.
-  MTP only (engine/control.py reports round times for MTP): a Suffix draft's round verifies only what matched.
+  drafting batch does. Once the ratio is known they stop; a k = 1 that loses more than the margin is never run. The
+  margin shrinks with the batch because a run's cost grows with it: every request catches up on the draft context its
+  plain rounds deferred (a probe drafts for a quarter of the batch), and a closed batch's ends drift apart. At B = 1,
+  on a table whose k >= 1 costs were raised by 40% (k = 1 at 1.7x plain), the draft step ran 1.144-1.180x the same
+  without runs; at chat B = 8, where k = 1 loses ~25%, a run at the margin of B = 1 cost 0.4% (BENCHMARKS.md, stop 54).
+
+Only k = 1 is measured: above it the confidence stop makes a round's depth vary (step_policy.py), so the table's k
+prices it. MTP only (engine/control.py reports round times for MTP): a Suffix draft's round verifies only what matched.
 
 Nothing here reads the target or changes what a round verifies beyond choosing k, so it is lossless as every k is.
 Without round timings (`observe_round` never called, or `policy.served_costs` off) the table alone prices and no
@@ -62,10 +68,6 @@ CHECK_MARGIN = 0.2  # a k = 1 predicted to gain less than this over plain is che
 CHECK_EVERY = 16  # batches at k = 1 between cost checks while the ratio is unknown
 CHECK_EVERY_KNOWN = 64  # ... and once it is known
 CHECK_RUN = 3  # k = 1 batches in a row that a cost check at k = 0 runs: its second and later are steady k = 1 rounds
-# ... only while k = 1 is predicted to lose less than this to plain at the table's price (point estimate): the table's
-# usual error (held-out 3-12% on the Zen 4 VM). At 20% on the optimistic bound a run fired in chat at B = 8, where k = 1
-# loses ~25% (8 requests catching up on their deferred draft context, the batch's ends drifting apart): -0.4%
-RUN_MARGIN = 0.1
 
 
 def served_kind(num_steps: int, caps, verify_lens, stop_below: float, decode_only: bool, probe: bool,
@@ -222,9 +224,9 @@ class ServedPricing:
         if self._since_zero_check < CHECK_EVERY:
             return False
         self._since_zero_check = 0
-        a1 = self.window.prefix_acceptance()[0]
-        if (1.0 + a1) * table[0] / table[1] - 1.0 <= -RUN_MARGIN:
-            return False  # k = 1 loses by more than the table's usual error
+        a1 = self.window.prefix_acceptance(self.policy.zero_confidence)[0]  # the bound that leaves k = 0
+        if (1.0 + a1) * table[0] / table[1] - 1.0 <= -CHECK_MARGIN / batch_size:
+            return False  # k = 1 loses by more than a run may explore at this batch (module docstring)
         self.cost_checks += 1
         self._run_left = CHECK_RUN - 1
         return True
@@ -238,5 +240,5 @@ class ServedPricing:
         return (f"[adaspec] served pricing: k = 1 is priced from served round times once {MIN_SAMPLES} plain rounds "
                 f"have been timed next to k = 1 ones at the batch's request count; while k = 1 gains less than "
                 f"{100 * CHECK_MARGIN:.0f}% over plain, one batch in {CHECK_EVERY} ({CHECK_EVERY_KNOWN} once "
-                f"priced) runs plain to time it, and at k = 0, while unpriced and within {100 * RUN_MARGIN:.0f}% of "
+                f"priced) runs plain to time it, and at k = 0, while unpriced and within {100 * CHECK_MARGIN:.0f}% / B of "
                 f"plain, one in {CHECK_EVERY} starts {CHECK_RUN} k = 1 batches in a row (cost checks)")

@@ -254,10 +254,20 @@ def test_a_k1_that_really_loses_is_timed_once_and_left_plain():
 
 
 def test_no_run_where_k1_loses_beyond_the_margin():
-    """One draft in four accepted: at the table's 1.6x, k = 1 is predicted to lose 22% to plain, beyond RUN_MARGIN (the
-    table's usual error), so no batch is spent timing it."""
+    """One draft in ten accepted: at the table's 1.6x, k = 1 loses over 20% even at the optimistic bound, so no batch is
+    spent timing it (a 20% error of the table would not change the verdict); and the margin shrinks with the batch
+    (CHECK_MARGIN / B: a run costs every request its deferred draft context): at half the drafts accepted, k = 1
+    predicted ~6% below plain, a batch of one runs it, a batch of four does not."""
     ctrl = _plain_start(1.6)
-    assert _serve(ctrl, 300, served_ratio=1.17, accept_every=4)[1:].count(1) <= 300 // 20 + 1  # the probes only
+    assert _serve(ctrl, 300, served_ratio=1.17, accept_every=10)[1:].count(1) <= 300 // 20 + 1  # the probes only
+    assert ctrl.cost_checks == 0 and ctrl.served.ratio(4) is None
+    table = {0: 1.0, 1: 1.6}
+    for B, runs in ((1, True), (4, False)):
+        ctrl = _plain_start(1.6)
+        for _ in range(50):  # 200 drafts at one in two accepted: the bound is close to 0.5
+            ctrl.observe([1] * 4, [1, 0, 1, 0])
+        ctrl._timed, ctrl._since_zero_check = True, step_served.CHECK_EVERY - 1
+        assert ctrl._zero_cost_check(B, 0, table, True, None) is runs
     assert ctrl.cost_checks == 0 and ctrl.served.ratio(4) is None
 
 
