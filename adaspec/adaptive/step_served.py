@@ -240,5 +240,6 @@ class ServedPricing:
         return (f"[adaspec] served pricing: k = 1 is priced from served round times once {MIN_SAMPLES} plain rounds "
                 f"have been timed next to k = 1 ones at the batch's request count; while k = 1 gains less than "
                 f"{100 * CHECK_MARGIN:.0f}% over plain, one batch in {CHECK_EVERY} ({CHECK_EVERY_KNOWN} once "
-                f"priced) runs plain to time it, and at k = 0, while unpriced and within {100 * CHECK_MARGIN:.0f}% / B of "
-                f"plain, one in {CHECK_EVERY} starts {CHECK_RUN} k = 1 batches in a row (cost checks)")
+                f"priced) runs plain to time it, and at k = 0, while unpriced and within "
+                f"{100 * CHECK_MARGIN:.0f}% / B of plain, one in {CHECK_EVERY} starts {CHECK_RUN} k = 1 batches in a "
+                f"row (cost checks)")

@@ -106,7 +106,8 @@ class ServerMetrics:
                                     "Adaptive rounds that drafted nothing (k = 0, or the plain floor skipped the draft)",
                                     registry=r)
         self.cost_check_rounds = Counter(f"{ns}:adaptive_cost_check_rounds",
-                                         "Rounds the adaptive draft step ran to time k = 1 as served (plain in a k = 1 stretch, k = 1 at k = 0)",
+                                         "Rounds the adaptive draft step ran to time k = 1 as served "
+                                         "(plain in a k = 1 stretch, k = 1 at k = 0)",
                                          registry=r)
         self.round_time = Histogram(f"{ns}:round_duration_seconds", "Measured time of every round", registry=r,
                                     buckets=TOKEN_LATENCY_BUCKETS)

@@ -8,10 +8,10 @@ sys.path.insert(0, sys.argv[1])
 from bench import adaptive, common, adaptive_interleaved as il
 skew, reps, out = float(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 src = sys.argv[5] if len(sys.argv) > 5 else "mixed"
-import os; B = int(os.environ.get("B", "1"))
+import os; B = int(os.environ.get("B", "1")); NP = int(os.environ.get("NP", "4"))
 common.setup_threads(1)
 bargs = adaptive.parse_args(["--configs=plain,mtp_k1,mtp_k2,mtp_step,mtp_step_alt", f"--batch_sizes={B}",
-                             "--dtypes=float32", f"--sources={src}", "--num_prompts=4", "--max_tokens=256",
+                             "--dtypes=float32", f"--sources={src}", f"--num_prompts={NP}", "--max_tokens=256",
                              "--ignore_eos", "--temperature=0", "--k_max=5", "--interleave", "--alt_shares_table",
                              "--alt_step_policy={}"])
 common.share_target_weights()
@@ -33,7 +33,7 @@ for rep in range(reps):
         if n == "mtp_step_alt":
             ctl.step._zero_cost_check = lambda *a, **k: False
     order = names if rep % 2 == 0 else names[::-1]
-    runs = il.serve_interleaved({n: engines[n] for n in order}, sets[src][:4], B, 256, True, 0.0)
+    runs = il.serve_interleaved({n: engines[n] for n in order}, sets[src][:NP], B, 256, True, 0.0)
     r = {n: x.tokens / x.cpu_s for n, x in runs.items()}
     best = max(r[n] for n in ("plain", "mtp_k1", "mtp_k2"))
     summ = {n: engines[n].engine.control.summary() for n in ("mtp_step", "mtp_step_alt")}
