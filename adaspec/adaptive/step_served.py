@@ -70,6 +70,12 @@ CHECK_EVERY_KNOWN = 64  # ... and once it is known
 CHECK_RUN = 3  # k = 1 batches in a row that a cost check at k = 0 runs: its second and later are steady k = 1 rounds
 
 
+def k1_gain(a1: float, table: dict[int, float]) -> float:
+    """k = 1's predicted gain over plain (relative) at acceptance a1 and `table`'s prices: R-C1's throughput ratio
+    (1 + a1) / cost(1) over 1 / cost(0), less 1 (what both kinds of cost check judge the margin by)."""
+    return (1.0 + a1) * table[0] / table[1] - 1.0
+
+
 def served_kind(num_steps: int, caps, verify_lens, stop_below: float, decode_only: bool, probe: bool,
                 subset: bool) -> tuple[int, bool]:
     """(the step count a completed round was served at, whether it is pure) from its plan (`num_steps`, per-request
@@ -201,8 +207,7 @@ class ServedPricing:
         # re-judged every batch, each an acceptance estimate: a fifth of the controller's time at code B = 1)
         self._since_check = 0
         a1 = self.window.prefix_acceptance()[0]
-        gain = (1.0 + a1) * table[0] / table[1] - 1.0
-        if gain >= CHECK_MARGIN:
+        if k1_gain(a1, table) >= CHECK_MARGIN:
             return False
         self.cost_checks += 1
         return True
@@ -225,7 +230,7 @@ class ServedPricing:
             return False
         self._since_zero_check = 0
         a1 = self.window.prefix_acceptance(self.policy.zero_confidence)[0]  # the bound that leaves k = 0
-        if (1.0 + a1) * table[0] / table[1] - 1.0 <= -CHECK_MARGIN / batch_size:
+        if k1_gain(a1, table) <= -CHECK_MARGIN / batch_size:
             return False  # k = 1 loses by more than a run may explore at this batch (module docstring)
         self.cost_checks += 1
         self._run_left = CHECK_RUN - 1
