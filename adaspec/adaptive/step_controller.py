@@ -175,6 +175,7 @@ class DraftStepController(StepExploration, StepScoring, ServedPricing, CeilingPr
         self._closed = None  # this plan's (remaining tokens, relative acceptance) per request, when closed
         self._depth_view = None
         self._kv_len: int | None = None
+        self._round_id: int | None = None  # the round being planned (served prices of a closed batch's phases)
         self._fallback_bcap: object = ()  # (bcap, why) of the last recorded fallback: one record per episode
         self.decisions: deque[StepDecision] = deque(maxlen=history)
         self.k_histogram: Counter[int] = Counter()  # k returned by plan(), per batch
@@ -221,6 +222,7 @@ class DraftStepController(StepExploration, StepScoring, ServedPricing, CeilingPr
 
         self._closed = closed if closed and len(closed) > 1 and self.policy.closed_batch else None
         self._kv_len = kv_len
+        self._round_id = round_id
         if requests is not None:
             ids = tuple(requests)
             self._batch = frozenset(ids)

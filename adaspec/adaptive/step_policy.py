@@ -90,6 +90,10 @@ class StepPolicy:
     # 0.995-1.013x, prose B = 1 0.997-1.003x, mixed T = 0.8 0.990-1.001x (BENCHMARKS.md stop 53); 0 = the window's
     # pooled rates (stop 42's rule)
     population_drafts: int = 512
+    # a request count whose served ratio is not known yet is priced at the correction (served k = 1 / plain over the
+    # table's) of the nearest count of its request bucket that has one, and so is a closed batch's later phase
+    # (step_served.py); False = the table alone until the count's own ratio is known
+    served_transfer: bool = True
 
     def __post_init__(self):
         if self.population_drafts < 0:
@@ -167,7 +171,8 @@ class StepScoring:
             self._depth_view = self._closed_by_depth(self._closed)
         if self._closed is None or not self._depth_view:
             return step_throughput(batch_size, prefix_acceptance, k, table[k])
-        return closed_throughput(prefix_acceptance, k, self._depth_view, lambda b: self._table_at(b, table))
+        return closed_throughput(prefix_acceptance, k, self._depth_view,
+                                 lambda b: table if b == batch_size else self._table_at(b, table))
 
     def _best(self, batch_size: int, prefix_acceptance, table: dict[int, float]) -> tuple[int, dict[int, float]]:
         """best_step's (argmax, predicted) under `throughput` (ties to the smaller k)."""
@@ -202,11 +207,12 @@ class StepScoring:
         return self.throughput(batch_size, upper, k, table) < self.throughput(batch_size, upper, 0, table)
 
     def _table_at(self, b: int, table: dict[int, float]) -> dict[int, float]:
-        """The table for b running requests (a closed batch's later phases), or `table` (the whole batch's,
-        an upper bound) where b's is not covered or lacks one of its step counts."""
+        """The table for b running requests (a closed batch's later phases; the first is `table` itself), at its
+        served price (step_served.py) as the batch's own is, or `table` (the whole batch's, an upper bound) where
+        b's is not covered or lacks one of its step counts."""
         bcap = self.pad_requests(b)
         smaller, _ = self.costs.bucket(bcap)
         if smaller is None or (self.covers is not None and not self.covers(bcap, self._kv_len)):
             return table
-        smaller = self.costs.for_batch(b, bcap, smaller, self._kv_len)
+        smaller = self._served_table(b, self.costs.for_batch(b, bcap, smaller, self._kv_len), self._round_id)
         return self._ceiling_priced(b, smaller) if set(smaller) >= set(table) else table

@@ -24,6 +24,18 @@ draft step measures what k = 1 costs relative to a plain round *as served*, and 
   re-score, the plain floor, leaving k = 0, exploration's price) then reads the served price; a new ratio re-prices
   the batch at once, as a new request count does, but keeps the exploration backoff (step_explore.py): samples arrive
   with every look, so resetting it on each would undo it.
+- **Across request counts** (`policy.served_transfer`, default on): samples are per exact request count, and most
+  counts get few (a closed batch's tail runs at 3, 2, 1 requests for a few dozen rounds; a stream whose requests
+  come and go moves between counts), so a count without its own ratio is priced at the *correction* (served ratio
+  over the table's k = 1 / plain) of the nearest count that has one in the same request bucket (the larger on a
+  tie), applied to its own table's k = 1 / plain; its own ratio replaces it once known, and it ages out with the
+  samples it came from. Only within a bucket: a bucket's points are calibrated together, one after another, so they
+  share its drift (robust.py's drift check is per bucket too); another bucket's error is its own. The closed
+  score's later phases (step_policy.py `_table_at`, fewer requests running) are priced the same way, and its first
+  phase at the batch's own served price (before, the closed score re-read every phase, the first included, from
+  the table, so that a known served price changed nothing in a closed batch past the closed score's gate). On the
+  bench's cold start-ups neither changes much: in mixed B = 4, one closed batch per repeat, the count's own ratio
+  is known only in the last third of the batch, if at all (BENCHMARKS.md, stop 55).
 - **Cost checks**: at k = 1 a plain round is needed next to k = 1 rounds. While the k = 1 the controller keeps is
   marginal (its predicted gain over plain, at the point estimate and the current price, below `CHECK_MARGIN`),
   one batch in `CHECK_EVERY` runs at k = 0 (one in `CHECK_EVERY_KNOWN` once the ratio is known); the decision
@@ -168,6 +180,7 @@ class ServedPricing:
         self._since_zero_check = 0  # batches planned at k = 0 since the last run of k = 1 cost checks
         self._run_left = 0  # k = 1 batches left in the current run of cost checks at k = 0
         self._served_tables: dict[int, tuple[dict, float, dict]] = {}
+        self._corrections: dict[int, float] = {}  # per request count priced by its own ratio: ratio / table's
 
     def observe_round(self, round_id: int, batch_size: int, k: int, ms: float, pure: bool) -> None:
         """A completed round's time as served (ms; `pure`: decode only, every request drafted and verified k)."""
@@ -181,7 +194,7 @@ class ServedPricing:
         when the table object changes)."""
         if not self._timed or 0 not in table or 1 not in table:
             return table
-        rho = self.served.ratio(batch_size, round_id)
+        rho = self._served_rho(batch_size, table, round_id)
         if rho is None:
             return table
         cached = self._served_tables.get(batch_size)
@@ -193,6 +206,25 @@ class ServedPricing:
             priced[k] = max(table[k], priced[k - 1]) if k - 1 in priced else table[k]
         self._served_tables[batch_size] = (table, rho, priced)
         return priced
+
+    def _served_rho(self, batch_size: int, table: dict[int, float], round_id: int | None) -> float | None:
+        """k = 1's served cost over plain for `batch_size` requests priced at `table`: its own ratio once known;
+        before that, with policy.served_transfer, the correction of the nearest request count in the same request
+        bucket (its own ratio over its table's k = 1 / plain, the larger count on a tie) times `table`'s k = 1 / plain
+        (module docstring)."""
+        rho = self.served.ratio(batch_size, round_id)
+        if rho is not None:
+            self._corrections[batch_size] = rho * table[0] / table[1]
+            return rho
+        if not self.policy.served_transfer:
+            return None
+        bucket = self.pad_requests(batch_size)
+        known = [b for b in self._corrections
+                 if self.pad_requests(b) == bucket and self.served.ratio(b, round_id) is not None]
+        if not known:
+            return None
+        nearest = min(known, key=lambda b: (abs(b - batch_size), -b))
+        return self._corrections[nearest] * table[1] / table[0]
 
     def _cost_check(self, batch_size: int, k: int, table: dict[int, float], can_verify: bool,
                     round_id: int | None) -> bool:
@@ -242,9 +274,11 @@ class ServedPricing:
             off = "policy.served_costs"
         if off is not None:
             return f"[adaspec] served pricing: off ({off}); the cost table alone prices speculation"
+        transfer = ("; a request count not yet priced takes the correction of the nearest priced count in its request "
+                    "bucket (policy.served_transfer)" if self.policy.served_transfer else "")
         return (f"[adaspec] served pricing: k = 1 is priced from served round times once {MIN_SAMPLES} plain rounds "
                 f"have been timed next to k = 1 ones at the batch's request count; while k = 1 gains less than "
                 f"{100 * CHECK_MARGIN:.0f}% over plain, one batch in {CHECK_EVERY} ({CHECK_EVERY_KNOWN} once "
                 f"priced) runs plain to time it, and at k = 0, while unpriced and within "
                 f"{100 * CHECK_MARGIN:.0f}% / B of plain, one in {CHECK_EVERY} starts {CHECK_RUN} k = 1 batches in a "
-                f"row (cost checks)")
+                f"row (cost checks){transfer}")

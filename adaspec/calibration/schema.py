@@ -191,6 +191,10 @@ class DraftStepPolicy(BaseModel):
     # many, of every request (the population), not the window's pooled rates; 0 = the window's
     # (adaptive/batch_acceptance.py)
     population_drafts: int = Field(512, ge=0)
+    # adaspec's extension: a request count without its own served price is priced at the nearest priced count's
+    # correction of the table in its request bucket; false = the table alone until its own is known
+    # (adaptive/step_served.py)
+    served_transfer: bool = True
 
 
 class DraftStepCalibration(_CalibrationFields):

@@ -150,7 +150,73 @@ def test_k1_is_priced_at_the_served_ratio_and_deeper_k_no_cheaper():
     priced = ctrl._served_table(4, table, None)
     assert priced == pytest.approx({0: 1.0, 1: 1.45, 2: 1.45, 3: 1.6})
     assert ctrl._served_table(4, table, None) is priced
-    assert ctrl._served_table(2, table, None) is table  # another request count: not timed
+    assert ctrl._served_table(2, table, None) is table  # another request bucket's count: not timed
+    # a count of the same bucket, not timed itself: at count 4's correction (served_transfer, the tests below)
+    assert ctrl._served_table(3, table, None) == pytest.approx(priced)
+    off = DraftStepController(3, StepPolicy(served_transfer=False), table_cost(table), pad_requests, cold_start="k_max")
+    off.served, off._timed = ctrl.served, True
+    assert off._served_table(4, table, None) == pytest.approx(priced)
+    assert off._served_table(3, table, None) is table  # without the transfer: the table until its own is known
+    assert DraftStepPolicy(served_transfer=False).served_transfer is False  # the config file's field
+
+
+def _timed_at(ctrl: DraftStepController, counts: dict[int, float]) -> int:
+    """Give `ctrl` MIN_SAMPLES served samples per request count (plain 10 ms, k = 1 at ratio ms), one count after the
+    other; returns the next round id."""
+    ctrl._timed = True
+    nxt = 1
+    for b, ratio in counts.items():
+        ms = {"0": 10.0, "1": 10.0 * ratio, "c": 10.0 * ratio + 5.0}
+        for _ in range(MIN_SAMPLES):
+            nxt = _record(ctrl.served, "1" * 8 + "0c", ms, start=nxt, batch_size=b)
+        nxt = _record(ctrl.served, "1" * 8, ms, start=nxt, batch_size=b)
+    return nxt
+
+
+def test_a_request_count_without_its_own_ratio_is_priced_at_its_buckets_nearest_correction():
+    """A closed batch's tail (3 requests after 4) or a stream whose request count moves has few plain rounds next to
+    k = 1 ones at most counts: the table's error measured at one count (its served ratio over the table's k = 1 /
+    plain) corrects the other counts of the same request bucket (whose points were calibrated together) until their
+    own ratio is known: the nearest, the larger on a tie; another bucket's is not carried; it ages out with its
+    samples; a count's own ratio always wins."""
+    t4, t8, t3 = {0: 1.0, 1: 1.2, 2: 1.5}, {0: 2.0, 1: 2.8, 2: 3.6}, {0: 0.9, 1: 1.0, 2: 1.3}
+    ctrl = DraftStepController(2, StepPolicy(), table_cost(t4), pad_requests, cold_start="k_max")
+    now = _timed_at(ctrl, {4: 1.5, 8: 1.7})
+    assert ctrl._served_table(3, t3, now) is t3  # no count priced by its own ratio yet: nothing to carry
+    assert ctrl._served_table(4, t4, now)[1] == pytest.approx(1.5)  # correction 1.5 / 1.2 = 1.25
+    assert ctrl._served_table(8, t8, now)[1] == pytest.approx(3.4)  # correction 1.7 / 1.4
+    assert ctrl._served_table(3, t3, now) == pytest.approx({0: 0.9, 1: 1.25, 2: 1.3})  # 4's, its bucket's
+    assert ctrl._served_table(6, t3, now)[1] == pytest.approx(1.0 * 1.7 / 1.4)  # 8's
+    assert ctrl._served_table(2, t3, now) is t3  # bucket 2 has no priced count: 4's correction is not carried
+    assert ctrl._served_table(3, t3, now + step_served.MAX_AGE + 200) is t3  # aged out with the samples
+    tie = DraftStepController(2, StepPolicy(), table_cost(t8), pad_requests, cold_start="k_max")
+    now = _timed_at(tie, {5: 1.5, 7: 1.7})
+    tie._served_table(5, t8, now), tie._served_table(7, t8, now)
+    assert tie._served_table(6, t3, now)[1] == pytest.approx(1.0 * 1.7 / 1.4)  # a tie: the larger count
+    own = DraftStepController(2, StepPolicy(), table_cost(t4), pad_requests, cold_start="k_max")
+    now = _timed_at(own, {4: 1.5, 3: 1.2})
+    own._served_table(4, t4, now)
+    assert own._served_table(3, t3, now)[1] == pytest.approx(0.9 * 1.2)  # its own ratio, not 4's correction
+
+
+def test_a_closed_batch_is_scored_at_served_prices_in_every_phase():
+    """The closed score (closed_step.py) prices the batch's first phase at the served price the per-round score uses,
+    and its later phases (fewer requests) at theirs: here k = 1 is served at 1.5x plain where the table says 1.2x, so
+    with a third of the drafts accepted k = 1 loses in the closed score as it does per round (before, the closed
+    score re-read every phase from the table and predicted a gain)."""
+    t4 = {0: 1.0, 1: 1.2}
+    ctrl = DraftStepController(1, StepPolicy(), table_cost(t4), pad_requests, cold_start="k_max")
+    now = _timed_at(ctrl, {4: 1.5})
+    served = ctrl._served_table(4, t4, now)
+    ctrl._round_id, ctrl._closed, ctrl._depth_view = now, [(100, 1.0), (100, 1.0), (100, 1.0), (50, 1.0)], None
+    a = [1.0 / 3.0]
+    closed = {k: ctrl.throughput(4, a, k, served) for k in (0, 1)}
+    # by hand: at k = 1 every request advances 4/3 tokens a round; one finishes after 37.5 rounds, three after 75;
+    # the three run at the 4-request bucket's table carried to 3 requests (1.2 x 1.25); plain: 100 rounds at 1.0
+    assert closed[1] == pytest.approx(350 / (37.5 * 1.5 + 37.5 * 1.2 * 1.25))
+    assert closed[0] == pytest.approx(350 / 100) and closed[1] < closed[0]
+    ctrl._closed, ctrl._depth_view = None, None
+    assert ctrl.throughput(4, a, 1, served) < ctrl.throughput(4, a, 0, served)  # the per-round score agrees
 
 
 def test_a_new_served_price_rescores_without_resetting_the_exploration_backoff():
