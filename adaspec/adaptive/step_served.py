@@ -180,7 +180,7 @@ class ServedPricing:
         self._since_zero_check = 0  # batches planned at k = 0 since the last run of k = 1 cost checks
         self._run_left = 0  # k = 1 batches left in the current run of cost checks at k = 0
         self._served_tables: dict[int, tuple[dict, float, dict]] = {}
-        self._corrections: dict[int, float] = {}  # per request count priced by its own ratio: ratio / table's
+        self._table_ratios: dict[int, float] = {}  # per request count priced by its own ratio: its table's k1 / k0
 
     def observe_round(self, round_id: int, batch_size: int, k: int, ms: float, pure: bool) -> None:
         """A completed round's time as served (ms; `pure`: decode only, every request drafted and verified k)."""
@@ -214,17 +214,17 @@ class ServedPricing:
         (module docstring)."""
         rho = self.served.ratio(batch_size, round_id)
         if rho is not None:
-            self._corrections[batch_size] = rho * table[0] / table[1]
+            self._table_ratios[batch_size] = table[1] / table[0]
             return rho
         if not self.policy.served_transfer:
             return None
         bucket = self.pad_requests(batch_size)
-        known = [b for b in self._corrections
-                 if self.pad_requests(b) == bucket and self.served.ratio(b, round_id) is not None]
+        known = {b: r for b in self._table_ratios
+                 if self.pad_requests(b) == bucket and (r := self.served.ratio(b, round_id)) is not None}
         if not known:
             return None
         nearest = min(known, key=lambda b: (abs(b - batch_size), -b))
-        return self._corrections[nearest] * table[1] / table[0]
+        return known[nearest] / self._table_ratios[nearest] * table[1] / table[0]
 
     def _cost_check(self, batch_size: int, k: int, table: dict[int, float], can_verify: bool,
                     round_id: int | None) -> bool:

@@ -188,7 +188,12 @@ def test_a_request_count_without_its_own_ratio_is_priced_at_its_buckets_nearest_
     assert ctrl._served_table(3, t3, now) == pytest.approx({0: 0.9, 1: 1.25, 2: 1.3})  # 4's, its bucket's
     assert ctrl._served_table(6, t3, now)[1] == pytest.approx(1.0 * 1.7 / 1.4)  # 8's
     assert ctrl._served_table(2, t3, now) is t3  # bucket 2 has no priced count: 4's correction is not carried
-    assert ctrl._served_table(3, t3, now + step_served.MAX_AGE + 200) is t3  # aged out with the samples
+    later = now
+    for _ in range(step_served.SAMPLES):  # count 4's rounds now cost 1.8x plain: the carried correction follows
+        later = _record(ctrl.served, "1" * 8 + "0c", {"0": 10.0, "1": 18.0, "c": 23.0}, start=later)
+    later = _record(ctrl.served, "1" * 8, {"1": 18.0}, start=later)
+    assert ctrl._served_table(3, t3, later)[1] == pytest.approx(1.0 * 1.8 / 1.2)
+    assert ctrl._served_table(3, t3, later + step_served.MAX_AGE + 200) is t3  # aged out with the samples
     tie = DraftStepController(2, StepPolicy(), table_cost(t8), pad_requests, cold_start="k_max")
     now = _timed_at(tie, {5: 1.5, 7: 1.7})
     tie._served_table(5, t8, now), tie._served_table(7, t8, now)
