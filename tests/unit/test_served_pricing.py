@@ -135,6 +135,19 @@ def test_served_costs_off_ignores_round_times():
     assert DraftStepPolicy(served_costs=False).served_costs is False
 
 
+def _timed_at(ctrl: DraftStepController, counts: dict[int, float], start: int = 1, samples: int = MIN_SAMPLES) -> int:
+    """Give `ctrl` `samples` served samples per request count (plain 10 ms, k = 1 at ratio x 10 ms, each plain round
+    between steady k = 1 rounds), one count after the other from round `start`; returns the next round id."""
+    ctrl._timed = True
+    nxt = start
+    for b, ratio in counts.items():
+        ms = {"0": 10.0, "1": 10.0 * ratio, "c": 10.0 * ratio + 5.0}
+        for _ in range(samples):
+            nxt = _record(ctrl.served, "1" * 8 + "0c", ms, start=nxt, batch_size=b)
+        nxt = _record(ctrl.served, "1" * 8, ms, start=nxt, batch_size=b)
+    return nxt
+
+
 def test_k1_is_priced_at_the_served_ratio_and_deeper_k_no_cheaper():
     """k = 1 costs the served ratio times the table's plain round; k >= 2 keep the table's price unless k = 1 now
     costs more (no round measured them); the same price is the same object (a new one re-scores the batch)."""
@@ -142,11 +155,7 @@ def test_k1_is_priced_at_the_served_ratio_and_deeper_k_no_cheaper():
                                cold_start="k_max")
     table = {0: 1.0, 1: 1.2, 2: 1.3, 3: 1.6}
     assert ctrl._served_table(4, table, None) is table  # no round times: the table
-    nxt = 1
-    for _ in range(MIN_SAMPLES):
-        nxt = _record(ctrl.served, "1" * 8 + "0c", {"0": 10.0, "1": 14.5, "c": 20.0}, start=nxt)
-    _record(ctrl.served, "1" * 8, {"1": 14.5}, start=nxt)
-    ctrl._timed = True
+    _timed_at(ctrl, {4: 1.45})
     priced = ctrl._served_table(4, table, None)
     assert priced == pytest.approx({0: 1.0, 1: 1.45, 2: 1.45, 3: 1.6})
     assert ctrl._served_table(4, table, None) is priced
@@ -158,19 +167,6 @@ def test_k1_is_priced_at_the_served_ratio_and_deeper_k_no_cheaper():
     assert off._served_table(4, table, None) == pytest.approx(priced)
     assert off._served_table(3, table, None) is table  # without the transfer: the table until its own is known
     assert DraftStepPolicy(served_transfer=False).served_transfer is False  # the config file's field
-
-
-def _timed_at(ctrl: DraftStepController, counts: dict[int, float]) -> int:
-    """Give `ctrl` MIN_SAMPLES served samples per request count (plain 10 ms, k = 1 at ratio ms), one count after the
-    other; returns the next round id."""
-    ctrl._timed = True
-    nxt = 1
-    for b, ratio in counts.items():
-        ms = {"0": 10.0, "1": 10.0 * ratio, "c": 10.0 * ratio + 5.0}
-        for _ in range(MIN_SAMPLES):
-            nxt = _record(ctrl.served, "1" * 8 + "0c", ms, start=nxt, batch_size=b)
-        nxt = _record(ctrl.served, "1" * 8, ms, start=nxt, batch_size=b)
-    return nxt
 
 
 def test_a_request_count_without_its_own_ratio_is_priced_at_its_buckets_nearest_correction():
@@ -188,10 +184,8 @@ def test_a_request_count_without_its_own_ratio_is_priced_at_its_buckets_nearest_
     assert ctrl._served_table(3, t3, now) == pytest.approx({0: 0.9, 1: 1.25, 2: 1.3})  # 4's, its bucket's
     assert ctrl._served_table(6, t3, now)[1] == pytest.approx(1.0 * 1.7 / 1.4)  # 8's
     assert ctrl._served_table(2, t3, now) is t3  # bucket 2 has no priced count: 4's correction is not carried
-    later = now
-    for _ in range(step_served.SAMPLES):  # count 4's rounds now cost 1.8x plain: the carried correction follows
-        later = _record(ctrl.served, "1" * 8 + "0c", {"0": 10.0, "1": 18.0, "c": 23.0}, start=later)
-    later = _record(ctrl.served, "1" * 8, {"1": 18.0}, start=later)
+    # count 4's rounds now cost 1.8x plain: the carried correction follows
+    later = _timed_at(ctrl, {4: 1.8}, start=now, samples=step_served.SAMPLES)
     assert ctrl._served_table(3, t3, later)[1] == pytest.approx(1.0 * 1.8 / 1.2)
     assert ctrl._served_table(3, t3, later + step_served.MAX_AGE + 200) is t3  # aged out with the samples
     tie = DraftStepController(2, StepPolicy(), table_cost(t8), pad_requests, cold_start="k_max")
@@ -231,10 +225,7 @@ def test_a_new_served_price_rescores_without_resetting_the_exploration_backoff()
     _serve(ctrl, 600, served_ratio=1.45)
     assert ctrl.k == 0 and ctrl.served.ratio(4) == pytest.approx(1.45)
     ctrl.backoff = 4
-    nxt = 601
-    for _ in range(MIN_SAMPLES):  # the machine changed: k = 1 now costs 2x plain
-        nxt = _record(ctrl.served, "1" * 8 + "0c", {"0": 10.0, "1": 20.0, "c": 25.0}, start=nxt)
-    nxt = _record(ctrl.served, "1" * 8, {"1": 20.0}, start=nxt)
+    nxt = _timed_at(ctrl, {4: 2.0}, start=601)  # the machine changed: k = 1 now costs 2x plain
     assert ctrl.served.ratio(4) == pytest.approx(2.0)
     n = len(ctrl.decisions)
     ctrl.plan(4, round_id=nxt, requests=list(range(4)))
