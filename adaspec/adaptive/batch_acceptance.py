@@ -88,10 +88,12 @@ class Population:
         self._batches: deque[tuple] = deque()
         self.accepted, self.reached = [0] * max_steps, [0] * max_steps
         self.drafts = 0
+        self.version = 0  # batches added so far (what a reader's memo of the rates is keyed on)
 
     def add(self, accepted: Sequence[int], reached: Sequence[int], drafts: int) -> None:
         """A batch's per-position accepted and reached counts and its number of drafts."""
         self._batches.append((accepted, reached, drafts))
+        self.version += 1
         self._sum(accepted, reached, drafts, 1)
         while self.drafts - self._batches[0][2] >= self.min_drafts:
             self._sum(*self._batches.popleft(), -1)
@@ -108,16 +110,24 @@ class Population:
 
 
 def aged_counts(entries: Iterable[tuple[float, Sequence[tuple]]], batch: set,
-                max_steps: int) -> dict[Hashable, list[np.ndarray]]:
+                max_steps: int) -> dict[Hashable, list[list[float]]]:
     """Per-request weighted counts of the batch's requests over (weight, per-draft records) entries; a record is
     (request, accepted m, reached r): the weight counts for the first m, resp. r, positions."""
-    out: dict[Hashable, list[np.ndarray]] = {}
+    # Python floats, not a numpy slice update per draft: the controller ages the window every few batches at k = 0,
+    # with the caches cold after the target's forward, and two numpy calls per draft were most of its re-score
+    # (the same additions in the same order: the same bits)
+    out: dict[Hashable, list[list[float]]] = {}
     for w, per_draft in entries:
         for rid, m, r in per_draft:
             if rid in batch:
-                s = out.setdefault(rid, [np.zeros(max_steps), np.zeros(max_steps)])
-                s[0][:m] += w
-                s[1][:r] += w
+                s = out.get(rid)
+                if s is None:
+                    s = out[rid] = [[0.0] * max_steps, [0.0] * max_steps]
+                acc, reach = s
+                for i in range(m):
+                    acc[i] += w
+                for i in range(r):
+                    reach[i] += w
     return out
 
 
@@ -129,22 +139,45 @@ def batch_prefix_acceptance(batch: Sequence[Hashable], counts: Callable[[Hashabl
     return request_prefix_acceptance(batch, counts, pooled_rates, z, shrink).mean(axis=0)
 
 
-def request_prefix_acceptance(batch: Sequence[Hashable], counts: Callable[[Hashable], "list[np.ndarray] | None"],
-                              pooled_rates: np.ndarray, z: float = 0.0, shrink: float = SHRINK_DRAFTS) -> np.ndarray:
+def request_prefix_acceptance(batch: Sequence[Hashable], counts: Callable[[Hashable], "Sequence | None"],
+                              pooled_rates: Sequence[float], z: float = 0.0, shrink: float = SHRINK_DRAFTS) -> np.ndarray:
     """Each request's shrunk prefix acceptance ([len(batch), positions], batch order; arguments as
-    batch_prefix_acceptance's, whose mean over the rows it is)."""
+    batch_prefix_acceptance's, whose mean over the rows it is). In Python floats, wilson_upper_array's formula through
+    wilson_upper, element for element (the same bits: a test holds them to the numpy form): a handful of requests and
+    positions, read at every re-score with the caches cold after the target's forward, where a dozen numpy calls
+    cost more than the arithmetic."""
     if not batch:
         raise ValueError("batch_prefix_acceptance needs at least one request")
     zb = z / math.sqrt(len(batch)) if z > 0 else 0.0
-    # every request's shrunk counts as one [requests, positions] array (one pass of numpy, not one per request)
-    succ = np.tile(shrink * np.asarray(pooled_rates, dtype=np.float64), (len(batch), 1))
-    trials = np.full(succ.shape, float(shrink))
-    for j, rid in enumerate(batch):
+    prior = [shrink * float(p) for p in pooled_rates]
+    trials0 = float(shrink)
+    rows = []
+    for rid in batch:
         c = counts(rid)
-        if c is not None:
-            succ[j] += c[0]
-            trials[j] += c[1]
-    return np.cumprod(wilson_upper_array(succ, trials, zb), axis=1)
+        row, path = [], 1.0
+        for i, s in enumerate(prior):
+            if c is None:
+                rate = wilson_upper(s, trials0, zb)
+            else:
+                rate = wilson_upper(s + float(c[0][i]), trials0 + float(c[1][i]), zb)
+            path = rate if i == 0 else path * rate  # cumprod: its first element is the rate itself
+            row.append(path)
+        rows.append(row)
+    return np.array(rows, dtype=np.float64)
+
+
+def wilson_upper(successes: float, trials: float, z: float) -> float:
+    """Upper end of the Wilson score interval of a binomial rate (`z` = 0: the plain ratio).
+    Counts may be fractional (down-weighted evidence). wilson_upper_array's formula on Python
+    floats, operation for operation: the same bits (a test holds them equal)."""
+    if not trials > 0:
+        raise ValueError(f"trials must be > 0, got {trials}")
+    p = successes / trials
+    if z <= 0.0:
+        return p
+    z2n = z * z / trials
+    half = z * math.sqrt(max(p * (1.0 - p), 0.0) / trials + z2n / (4.0 * trials))
+    return min(1.0, (p + z2n / 2.0 + half) / (1.0 + z2n))
 
 
 def wilson_upper_array(successes: np.ndarray, trials: np.ndarray, z: float) -> np.ndarray:

@@ -53,7 +53,7 @@ from typing import Any, Generic, Hashable, Sequence, TypeVar
 import numpy as np
 
 from .batch_acceptance import (Population, RequestCounts, aged_counts, batch_prefix_acceptance,
-                               request_prefix_acceptance)
+                               request_prefix_acceptance, wilson_upper)
 
 T = TypeVar("T")
 
@@ -88,13 +88,14 @@ class AcceptanceWindow:
         self._reached = [0] * max_steps
         self._verified = [0] * max_steps
         self._drafts = 0
-        # the per-request point estimate of `batch` ((counts version, batch) -> [requests, positions]): unchanged
+        # the per-request point estimate of `batch` ((counts version, batch), [requests, positions], its mean): unchanged
         # while no batch with drafts enters or leaves the window and the batch holds the same requests, as through a
         # stretch of k = 0, where a re-score every few batches recomputed it (twice) for nothing
         self._version = 0
         self._per_request: tuple | None = None
         # what a request's own rates are shrunk towards when population_drafts > 0 (batch_acceptance.py)
         self.population = Population(max_steps, population_drafts) if population_drafts else None
+        self._population_rates: tuple | None = None  # (version, the population's rates), memoised
 
     # ---- feeding ------------------------------------------------------------------------
     def observe(self, verify_lens: list[int], num_accepted: list[int],
@@ -165,7 +166,11 @@ class AcceptanceWindow:
         aged (a statement about requests at large, not evidence about the batch being planned); with
         population_drafts 0, `pooled` (a callable: the window's pooled rates, as the caller weighs them)."""
         if self.population is not None and self.population.drafts:
-            return self._rates(self.population.accepted, self.population.reached, 0.0)
+            if self._population_rates is None or self._population_rates[0] != self.population.version:
+                rates = self._rates(self.population.accepted, self.population.reached, 0.0)
+                rates.setflags(write=False)
+                self._population_rates = (self.population.version, rates)
+            return self._population_rates[1]
         return pooled()
 
     # ---- reading ------------------------------------------------------------------------
@@ -198,13 +203,14 @@ class AcceptanceWindow:
         if not self._composed():
             return np.cumprod(self.conditional_rates(z, weight))
         if z == 0 and weight == 1:
-            return self.request_prefix_acceptance().mean(axis=0)  # the same computation, memoised
+            self.request_prefix_acceptance()  # the same computation, memoised with its mean
+            return self._per_request[2]
         w = float(weight)
         pooled = self.shrink_target(lambda: self.conditional_rates(0.0, w))  # composed: the window has drafts
 
         def counts(rid):
             c = self.requests.sums.get(rid)
-            return None if c is None else [np.multiply(c[0], w), np.multiply(c[1], w)]
+            return None if c is None else [[x * w for x in c[0]], [x * w for x in c[1]]]  # np.multiply's bits
         return batch_prefix_acceptance(self.batch, counts, pooled, z)
 
     def request_prefix_acceptance(self) -> np.ndarray | None:
@@ -216,8 +222,10 @@ class AcceptanceWindow:
         if self._per_request is None or self._per_request[0] != key:
             target = self.shrink_target(self.conditional_rates)
             per = request_prefix_acceptance(self.batch, self.requests.sums.get, target)
-            per.setflags(write=False)  # shared by every caller until the window or the batch changes
-            self._per_request = (key, per)
+            mean = per.mean(axis=0)
+            for shared in (per, mean):
+                shared.setflags(write=False)  # shared by every caller until the window or the batch changes
+            self._per_request = (key, per, mean)
         return self._per_request[1]
 
     def drafts_of(self, request: Hashable) -> int:
@@ -240,15 +248,22 @@ class AcceptanceWindow:
         if not self.has_data:
             return np.full(self.max_steps, self.prior_rate)
         weights = [0.5 ** (max(0, now - max(b[4], since)) / half_life) for b in self._batches]
-        # sum over the window's batches of weight x counts, one [batches, positions] array; a running sum (cumsum),
-        # in window order, as the per-batch loop this replaced (the same bits: sum(axis=0) may add pairwise)
-        w = np.array(weights)[:, None]
-        accepted = np.cumsum(w * np.array([b[0] for b in self._batches], dtype=np.int64), axis=0)[-1]
-        reached = np.cumsum(w * np.array([b[1] for b in self._batches], dtype=np.int64), axis=0)[-1]
+
+        def pooled_rates(z: float) -> np.ndarray:
+            # sum over the window's batches of weight x counts, a running sum in window order in Python floats (the
+            # bits of the per-batch loop, then of the numpy running sum, that came before); only when read: the
+            # per-request estimate with a population never reads it
+            accepted, reached = [0.0] * self.max_steps, [0.0] * self.max_steps
+            for w, b in zip(weights, self._batches):
+                for i, x in enumerate(b[0]):
+                    accepted[i] += w * x
+                for i, x in enumerate(b[1]):
+                    reached[i] += w * x
+            return self._rates(accepted, reached, z)
         if not self._composed():
-            return np.cumprod(self._rates(accepted, reached, z))
+            return np.cumprod(pooled_rates(z))
         per = aged_counts(((w, b[5]) for w, b in zip(weights, self._batches)), set(self.batch), self.max_steps)
-        target = self.shrink_target(lambda: self._rates(accepted, reached, 0.0))
+        target = self.shrink_target(lambda: pooled_rates(0.0))
         return batch_prefix_acceptance(self.batch, per.get, target, z)
 
     def _rates(self, accepted, reached, z: float) -> np.ndarray:
@@ -267,20 +282,6 @@ class AcceptanceWindow:
     def verified_counts(self) -> np.ndarray:
         """v_i over the window (for metrics: how many drafts measured each position)."""
         return np.array(self._verified, dtype=np.int64)
-
-
-def wilson_upper(successes: float, trials: float, z: float) -> float:
-    """Upper end of the Wilson score interval of a binomial rate (`z` = 0: the plain ratio).
-    Counts may be fractional (down-weighted evidence). batch_acceptance.wilson_upper_array's formula on Python
-    floats, operation for operation: the same bits (a test holds them equal)."""
-    if not trials > 0:
-        raise ValueError(f"trials must be > 0, got {trials}")
-    p = successes / trials
-    if z <= 0.0:
-        return p
-    z2n = z * z / trials
-    half = z * math.sqrt(max(p * (1.0 - p), 0.0) / trials + z2n / (4.0 * trials))
-    return min(1.0, (p + z2n / 2.0 + half) / (1.0 + z2n))
 
 
 class LaggedFeedback(Generic[T]):

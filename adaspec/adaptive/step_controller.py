@@ -100,7 +100,7 @@ from .step_costs import StepCostTables
 from .step_depth import CeilingPricing
 from .step_explore import StepExploration
 from .step_served import ServedPricing
-from .step_policy import StepPolicy, StepScoring, _best_speculative, best_step, step_throughput
+from .step_policy import LAZY, StepPolicy, StepScoring, _best_speculative, best_step, step_throughput
 
 __all__ = ["CostFn", "DraftStepController", "StepDecision", "StepPolicy", "best_step", "step_throughput"]
 
@@ -169,10 +169,12 @@ class DraftStepController(StepExploration, StepScoring, ServedPricing, CeilingPr
         self._scored_base: dict[int, float] | None = None  # ... before served pricing (step_served.py)
         self._scored_batch: frozenset = frozenset()  # the requests the last re-score judged (policy.per_request)
         self.backoff = 1  # exploration at k = 0 runs this many times slower (policy.max_explore_backoff)
+        self._scale_of: tuple | None = None  # (table, explore_scale before the backoff), memoised (step_explore.py)
         self._batch: frozenset = frozenset()  # the requests of the batch being planned (when given)
         self._backoff_batch: frozenset = frozenset()  # the requests when the backoff last grew
         self._looked = False  # a probe or an optimistic stay ran since k = 0 was last confirmed
         self._closed = None  # this plan's (remaining tokens, relative acceptance) per request, when closed
+        self._closed_fn = None  # ... or what computes it, when plan() was given a callable (step_policy.LAZY)
         self._depth_view = None
         self._kv_len: int | None = None
         self._round_id: int | None = None  # the round being planned (served prices of a closed batch's phases)
@@ -210,7 +212,8 @@ class DraftStepController(StepExploration, StepScoring, ServedPricing, CeilingPr
         its last token); a probe due then waits for a batch whose drafts can be measured. `requests`: the
         batch's request ids (any hashables), for the exploration backoff: a request that joined since the
         backoff last grew resets it. `closed`: when no request waits for a slot, per request (remaining
-        tokens, acceptance relative to the batch's): k is then scored by closed_step.closed_throughput."""
+        tokens, acceptance relative to the batch's), or a callable that returns it (called only if a score needs it): k is
+        then scored by closed_step.closed_throughput."""
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         self.last_probe = self.last_check = False
@@ -220,7 +223,10 @@ class DraftStepController(StepExploration, StepScoring, ServedPricing, CeilingPr
                 self._ceilings_seen = True
                 self.depth.observe(lens, ceilings)
 
-        self._closed = closed if closed and len(closed) > 1 and self.policy.closed_batch else None
+        if callable(closed):  # computed only if a score reads it (most batches are not re-scored)
+            self._closed, self._closed_fn = (LAZY, closed) if self.policy.closed_batch else (None, None)
+        else:
+            self._closed = closed if closed and len(closed) > 1 and self.policy.closed_batch else None
         self._kv_len = kv_len
         self._round_id = round_id
         if requests is not None:

@@ -74,8 +74,10 @@ class StepCostTables:
         """The table a batch of `b` requests is priced at, given its bucket `bcap`'s (covered) table:
         interpolated from the largest calibrated bucket below `b` when there is one with the same step
         counts (and covering `kv_len`), else `table` itself."""
+        if b >= bcap:  # a batch that fills its bucket (asked every batch: the cheap test first)
+            return table
         below = [x for x in self.buckets if x < b]
-        if b >= bcap or not below:
+        if not below:
             return table
         lo = below[-1]
         lo_table, _ = self.bucket(lo)

@@ -53,7 +53,7 @@ BACKOFF_Z = 2.0
 class StepExploration:
     """Exploration rates, the backoff and what the log and metrics say about them; needs the controller's
     `policy`, `probe_interval`, `window`, `k_histogram`, `probe_rounds`, `backoff`, `_looked`, `_batch`,
-    `_backoff_batch`, `_zero_entered`, `completed` and `throughput`; `_leave_zero` is the rule that leaves k = 0."""
+    `_backoff_batch`, `_zero_entered`, `_scale_of`, `completed` and `throughput`; `_leave_zero` is the rule that leaves k = 0."""
 
     def describe_exploration(self) -> str:
         share = f"<= {100.0 / self.probe_interval:.1f}% of batches" if self.probe_interval else "never"
@@ -98,8 +98,11 @@ class StepExploration:
         B = 1, a = 0.15-0.2: 0.975-0.977x the best fixed k with the backoff, 0.983x without)."""
         if 0 not in table or len(table) < 2:
             return 1.0
-        overhead = (min(c for k, c in table.items() if k > 0) - table[0]) / table[0]
-        scale = overhead / self.policy.explore_overhead
+        cached = self._scale_of  # (table, its scale before the backoff): asked every batch at k = 0
+        if cached is None or cached[0] is not table:
+            overhead = (min(c for k, c in table.items() if k > 0) - table[0]) / table[0]
+            cached = self._scale_of = (table, overhead / self.policy.explore_overhead)
+        scale = cached[1]
         return scale * self.backoff if scale > 1 else 1.0
 
     def probe_every(self, table: dict[int, float]) -> int:

@@ -13,7 +13,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .closed_step import closed_throughput
+from .closed_step import closed_throughput, spec_tokens
 
 
 @dataclass(frozen=True)
@@ -118,7 +118,7 @@ class StepPolicy:
 
 def step_throughput(batch_size: int, prefix_acceptance: Sequence[float], k: int, cost_ms: float) -> float:
     """Predicted tokens per ms of a round with k draft steps."""
-    return batch_size * (1.0 + float(np.sum(np.asarray(prefix_acceptance, dtype=np.float64)[:k]))) / cost_ms
+    return batch_size * (1.0 + spec_tokens(prefix_acceptance, k)) / cost_ms
 
 
 def best_step(
@@ -151,6 +151,10 @@ def _best_speculative(batch_size: int, prefix_acceptance, table: dict[int, float
     return best_step(batch_size, prefix_acceptance, {k: c for k, c in table.items() if k > 0}, allow_zero=False)[0]
 
 
+# plan's closed view given as a callable and not yet computed (StepScoring._closed_view)
+LAZY = object()
+
+
 # the closed score (per depth) prices a batch only once each of its requests has this many drafts in the window:
 # with ~11 drafts each, prose requests' rates spread 0.78-1.2x the batch's by sampling alone, which the score read
 # as a drain, left a paying k = 1 for plain and lost 6-8% in 3 of 4 processes; gated at 16, 1.00x (BENCHMARKS.md
@@ -161,22 +165,30 @@ CLOSED_MIN_DRAFTS = 16
 class StepScoring:
     """The draft step controller's score of a step count (a mixin of DraftStepController): R-C1's per-round
     throughput, or in a closed batch the throughput of its remaining work (closed_step.py); needs the
-    controller's `_closed` (and its per-plan cache `_depth_view`), `_kv_len`, `allow_zero`, `pad_requests`,
+    controller's `_closed` / `_closed_fn` (and its per-plan cache `_depth_view`), `_kv_len`, `allow_zero`, `pad_requests`,
     `covers`, `costs`, `policy` and `window`."""
 
     def throughput(self, batch_size: int, prefix_acceptance, k: int, table: dict[int, float]) -> float:
         """Predicted tokens per ms at k for the batch being planned: R-C1's per-round score, or, in a closed
         batch (plan's `closed`), the throughput of its remaining work (closed_step.py)."""
-        if self._closed is not None and self._depth_view is None:
-            self._depth_view = self._closed_by_depth(self._closed)
-        if self._closed is None or not self._depth_view:
+        closed = self._closed_view()
+        if closed is not None and self._depth_view is None:
+            self._depth_view = self._closed_by_depth(closed)
+        if closed is None or not self._depth_view:
             return step_throughput(batch_size, prefix_acceptance, k, table[k])
         return closed_throughput(prefix_acceptance, k, self._depth_view,
                                  lambda b: table if b == batch_size else self._table_at(b, table))
 
+    def _closed_view(self):
+        """The batch's closed view (plan's `closed`, computed now if it was given as a callable), or None."""
+        if self._closed is LAZY:
+            closed = self._closed_fn()
+            self._closed = closed if closed and len(closed) > 1 else None
+        return self._closed
+
     def _best(self, batch_size: int, prefix_acceptance, table: dict[int, float]) -> tuple[int, dict[int, float]]:
         """best_step's (argmax, predicted) under `throughput` (ties to the smaller k)."""
-        if self._closed is None:
+        if self._closed_view() is None:
             return best_step(batch_size, prefix_acceptance, table, self.allow_zero)
         predicted = {k: self.throughput(batch_size, prefix_acceptance, k, table)
                      for k in sorted(table) if k > 0 or self.allow_zero}

@@ -119,17 +119,25 @@ class ServedRatio:
         self._rounds: dict[int, _Round] = {}
         self._samples: dict[int, deque[tuple[int, float]]] = {}
         self.last_round: int | None = None
+        self._last_k1: int | None = None  # the latest pure k = 1 round recorded
         self._appended = 0  # samples appended so far (the ratio cache's version)
         # per request count: the version, the round it was computed at and the last it holds for, the ratio
         self._ratios: dict[int, tuple] = {}
 
     def record(self, round_id: int, batch_size: int, k: int, ms: float, pure: bool) -> None:
         """A completed round (rounds are recorded in id order; a failed round is simply missing)."""
-        self._rounds[round_id] = _Round(batch_size, k, float(ms), bool(pure) and ms > 0)
+        rec = self._rounds[round_id] = _Round(batch_size, k, float(ms), bool(pure) and ms > 0)
+        if rec.pure and k == 1 and (self._last_k1 is None or round_id > self._last_k1):
+            self._last_k1 = round_id
         self.last_round = round_id
-        for old in [r for r in self._rounds if r < round_id - 2 * NEIGHBOURS - 1]:
-            del self._rounds[old]
+        # rounds arrive in id order, so the dict's (insertion) order is id order: drop from the front (a scan of
+        # every kept round, and of the centre's ten neighbours, per round led the controller's profile at k = 0)
+        cutoff = round_id - 2 * NEIGHBOURS - 1
+        while (first := next(iter(self._rounds))) < cutoff:
+            del self._rounds[first]
         centre = round_id - NEIGHBOURS  # every neighbour of this round has now completed
+        if self._last_k1 is None or self._last_k1 < centre - NEIGHBOURS:
+            return  # no pure k = 1 round among its neighbours (steady k = 0): no sample, nothing to scan
         c = self._rounds.get(centre)
         if c is None or not c.pure or c.k != 0:
             return
@@ -216,7 +224,7 @@ class ServedPricing:
         if rho is not None:
             self._table_ratios[batch_size] = table[1] / table[0]
             return rho
-        if not self.policy.served_transfer:
+        if not self.policy.served_transfer or not self._table_ratios:
             return None
         bucket = self.pad_requests(batch_size)
         known = {b: r for b in self._table_ratios
