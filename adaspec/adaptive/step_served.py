@@ -38,9 +38,13 @@ draft step measures what k = 1 costs relative to a plain round *as served*, and 
   is known only in the last third of the batch, if at all (BENCHMARKS.md, stop 55).
 - **Cost checks**: at k = 1 a plain round is needed next to k = 1 rounds. While the k = 1 the controller keeps is
   marginal (its predicted gain over plain, at the point estimate and the current price, below `CHECK_MARGIN`),
-  one batch in `CHECK_EVERY` runs at k = 0 (one in `CHECK_EVERY_KNOWN` once the ratio is known); the decision
-  record says "cost check" and `cost_checks` counts them (the summary, the start-up log, the metrics). A check costs
-  at most the margin of one batch in CHECK_EVERY; where k = 1 is not marginal there are none.
+  a batch runs at k = 0 every `check_interval(gain)` batches while the ratio is unknown: `CHECK_EVERY` at a gain near
+  the margin, down to `CHECK_MIN_EVERY` at a gain near 0 or below (one in `CHECK_EVERY_KNOWN` once the ratio is known);
+  the decision record says "cost check" and `cost_checks` counts them (the summary, the start-up log, the metrics). A
+  check costs about the predicted gain of one batch, hence the interval in proportion: at one in 16 whatever the
+  gain, five samples took ~80 k = 1 batches, and a table that priced k = 1 at chat B = 4 at 1.33x plain where it was
+  served at 1.53x kept k = 1 for 90 of 226 batches at 0.93-0.95x plain (BENCHMARKS.md, stop 56). Where k = 1 is
+  not marginal there are none.
 - **Cost checks at k = 0**: at k = 0 the served ratio is never learnt (no k = 1 round runs; a probe follows a plain
   round, so it is no steady neighbour, and at the greedy ceiling it drafts deeper), so a table that overprices k = 1
   keeps the controller plain for good: on the Zen 4 VM a start-up whose calibration ran next to another priced k = 1
@@ -67,6 +71,7 @@ check runs: decisions are exactly those of the table-only controller.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import deque
 from typing import NamedTuple
@@ -77,7 +82,8 @@ SAMPLES = 9  # the ratio is the median of this many latest samples
 MIN_SAMPLES = 5
 MAX_AGE = 4096  # rounds after which a sample no longer prices
 CHECK_MARGIN = 0.2  # a k = 1 predicted to gain less than this over plain is checked (the table's error is ~10%)
-CHECK_EVERY = 16  # batches at k = 1 between cost checks while the ratio is unknown
+CHECK_EVERY = 16  # batches at k = 1 between cost checks while the ratio is unknown, at a gain near CHECK_MARGIN
+CHECK_MIN_EVERY = 4  # ... and where the predicted gain is small (a check costs about the gain: check_interval)
 CHECK_EVERY_KNOWN = 64  # ... and once it is known
 CHECK_RUN = 3  # k = 1 batches in a row that a cost check at k = 0 runs: its second and later are steady k = 1 rounds
 
@@ -86,6 +92,13 @@ def k1_gain(a1: float, table: dict[int, float]) -> float:
     """k = 1's predicted gain over plain (relative) at acceptance a1 and `table`'s prices: R-C1's throughput ratio
     (1 + a1) / cost(1) over 1 / cost(0), less 1 (what both kinds of cost check judge the margin by)."""
     return (1.0 + a1) * table[0] / table[1] - 1.0
+
+
+def check_interval(gain: float) -> int:
+    """k = 1 batches until the next cost check while the served ratio is unknown, given k = 1's predicted gain over
+    plain at the last check: a plain check batch costs about that gain of one batch, so the interval grows with it,
+    CHECK_EVERY at CHECK_MARGIN, and at least CHECK_MIN_EVERY (module docstring)."""
+    return min(CHECK_EVERY, max(CHECK_MIN_EVERY, math.ceil(CHECK_EVERY * gain / CHECK_MARGIN)))
 
 
 def served_kind(num_steps: int, caps, verify_lens, stop_below: float, decode_only: bool, probe: bool,
@@ -185,6 +198,7 @@ class ServedPricing:
         self.cost_checks = 0
         self.last_check = False  # whether the batch plan() returned last is a cost check
         self._since_check = 0  # batches planned at k = 1 since the last cost check
+        self._check_every = CHECK_MIN_EVERY  # ... before the next one while the ratio is unknown (check_interval)
         self._since_zero_check = 0  # batches planned at k = 0 since the last run of k = 1 cost checks
         self._run_left = 0  # k = 1 batches left in the current run of cost checks at k = 0
         self._served_tables: dict[int, tuple[dict, float, dict]] = {}
@@ -241,13 +255,14 @@ class ServedPricing:
             return False
         self._since_check += 1
         known = self.served.ratio(batch_size, round_id) is not None
-        if not can_verify or self._since_check < (CHECK_EVERY_KNOWN if known else CHECK_EVERY):
+        if not can_verify or self._since_check < (CHECK_EVERY_KNOWN if known else self._check_every):
             return False
         # judged now, marginal or not: the next look is an interval away (a k = 1 far from the margin was otherwise
         # re-judged every batch, each an acceptance estimate: a fifth of the controller's time at code B = 1)
         self._since_check = 0
-        a1 = self.window.prefix_acceptance()[0]
-        if k1_gain(a1, table) >= CHECK_MARGIN:
+        gain = k1_gain(self.window.prefix_acceptance()[0], table)
+        self._check_every = check_interval(gain)
+        if gain >= CHECK_MARGIN:
             return False
         self.cost_checks += 1
         return True
@@ -286,7 +301,8 @@ class ServedPricing:
                     "bucket (policy.served_transfer)" if self.policy.served_transfer else "")
         return (f"[adaspec] served pricing: k = 1 is priced from served round times once {MIN_SAMPLES} plain rounds "
                 f"have been timed next to k = 1 ones at the batch's request count; while k = 1 gains less than "
-                f"{100 * CHECK_MARGIN:.0f}% over plain, one batch in {CHECK_EVERY} ({CHECK_EVERY_KNOWN} once "
-                f"priced) runs plain to time it, and at k = 0, while unpriced and within "
+                f"{100 * CHECK_MARGIN:.0f}% over plain, one batch in {CHECK_MIN_EVERY}-{CHECK_EVERY} (in proportion "
+                f"to its predicted gain; {CHECK_EVERY_KNOWN} once priced) runs plain to time it, and at k = 0, while "
+                f"unpriced and within "
                 f"{100 * CHECK_MARGIN:.0f}% / B of plain, one in {CHECK_EVERY} starts {CHECK_RUN} k = 1 batches in a "
                 f"row (cost checks){transfer}")

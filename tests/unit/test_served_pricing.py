@@ -110,6 +110,27 @@ def test_a_k1_that_the_table_favours_and_the_served_rounds_price_at_a_loss_goes_
     assert table_only.cost_checks == 0 and table_only.served.ratio(4) is None
 
 
+def test_the_check_interval_follows_the_predicted_gain():
+    """A check costs about k = 1's predicted gain of one batch: CHECK_EVERY near the margin, CHECK_MIN_EVERY near no
+    gain or a loss, in between in proportion (stop 56)."""
+    check_interval = step_served.check_interval
+    assert check_interval(step_served.CHECK_MARGIN) == step_served.CHECK_EVERY == check_interval(0.9)
+    assert check_interval(0.0) == step_served.CHECK_MIN_EVERY == check_interval(-0.3)
+    assert check_interval(0.1) == 8
+    assert all(check_interval(g / 100) <= check_interval((g + 1) / 100) for g in range(-5, 30))
+
+
+def test_a_barely_favoured_k1_that_loses_as_served_is_priced_and_left_within_a_few_dozen_batches():
+    """The table says k = 1 gains 11% (1 + 1/3 over 1.2), the served rounds cost 1.45x plain: a plain check every
+    ~9 batches (not 16) gathers the MIN_SAMPLES samples, and k = 1 is left for plain within ~60 batches (stop 56:
+    a chat B = 4 table 13% under the served price kept k = 1 for 90 of 226 batches at one check in 16)."""
+    ctrl = _controller()
+    ks = _serve(ctrl, 600, served_ratio=1.45)
+    left = next(d.completed for d in ctrl.decisions if d.previous_k == 1 and d.k == 0 and d.reason != "cost check")
+    assert left <= 60
+    assert ks[:left].count(0) >= MIN_SAMPLES
+
+
 def test_a_k1_that_the_served_rounds_confirm_is_kept_and_checked_less_often():
     """Served at 1.15x plain, k = 1 gains 16%: kept, and once priced one batch in CHECK_EVERY_KNOWN is checked."""
     ctrl = _controller()
