@@ -140,7 +140,8 @@ def batch_prefix_acceptance(batch: Sequence[Hashable], counts: Callable[[Hashabl
 
 
 def request_prefix_acceptance(batch: Sequence[Hashable], counts: Callable[[Hashable], "Sequence | None"],
-                              pooled_rates: Sequence[float], z: float = 0.0, shrink: float = SHRINK_DRAFTS) -> np.ndarray:
+                              pooled_rates: Sequence[float], z: float = 0.0,
+                              shrink: float = SHRINK_DRAFTS) -> np.ndarray:
     """Each request's shrunk prefix acceptance ([len(batch), positions], batch order; arguments as
     batch_prefix_acceptance's, whose mean over the rows it is). In Python floats, wilson_upper_array's formula through
     wilson_upper, element for element (the same bits: a test holds them to the numpy form): a handful of requests and
@@ -182,7 +183,7 @@ def wilson_upper(successes: float, trials: float, z: float) -> float:
 
 def wilson_upper_array(successes: np.ndarray, trials: np.ndarray, z: float) -> np.ndarray:
     """Upper ends of the Wilson score intervals of binomial rates, elementwise (trials > 0; `z` = 0: the plain
-    ratios; counts may be fractional); feedback.wilson_upper is its scalar form."""
+    ratios; counts may be fractional); wilson_upper is its scalar form."""
     p = successes / trials
     if z <= 0.0:
         return p

@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import math
 from collections import deque
 from typing import Any, Generic, Hashable, Sequence, TypeVar
 
@@ -88,9 +87,9 @@ class AcceptanceWindow:
         self._reached = [0] * max_steps
         self._verified = [0] * max_steps
         self._drafts = 0
-        # the per-request point estimate of `batch` ((counts version, batch), [requests, positions], its mean): unchanged
-        # while no batch with drafts enters or leaves the window and the batch holds the same requests, as through a
-        # stretch of k = 0, where a re-score every few batches recomputed it (twice) for nothing
+        # the per-request point estimate of `batch` ((counts version, batch), [requests, positions], its mean):
+        # unchanged while no batch with drafts enters or leaves the window and the batch holds the same requests, as
+        # through a stretch of k = 0, where a re-score every few batches recomputed it (twice) for nothing
         self._version = 0
         self._per_request: tuple | None = None
         # what a request's own rates are shrunk towards when population_drafts > 0 (batch_acceptance.py)

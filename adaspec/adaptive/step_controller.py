@@ -212,8 +212,8 @@ class DraftStepController(StepExploration, StepScoring, ServedPricing, CeilingPr
         its last token); a probe due then waits for a batch whose drafts can be measured. `requests`: the
         batch's request ids (any hashables), for the exploration backoff: a request that joined since the
         backoff last grew resets it. `closed`: when no request waits for a slot, per request (remaining
-        tokens, acceptance relative to the batch's), or a callable that returns it (called only if a score needs it): k is
-        then scored by closed_step.closed_throughput."""
+        tokens, acceptance relative to the batch's), or a callable that returns it (called only if a score
+        needs it): k is then scored by closed_step.closed_throughput."""
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         self.last_probe = self.last_check = False

@@ -53,7 +53,8 @@ BACKOFF_Z = 2.0
 class StepExploration:
     """Exploration rates, the backoff and what the log and metrics say about them; needs the controller's
     `policy`, `probe_interval`, `window`, `k_histogram`, `probe_rounds`, `backoff`, `_looked`, `_batch`,
-    `_backoff_batch`, `_zero_entered`, `_scale_of`, `completed` and `throughput`; `_leave_zero` is the rule that leaves k = 0."""
+    `_backoff_batch`, `_zero_entered`, `_scale_of`, `completed` and `throughput`; `_leave_zero` is the rule that
+    leaves k = 0."""
 
     def describe_exploration(self) -> str:
         share = f"<= {100.0 / self.probe_interval:.1f}% of batches" if self.probe_interval else "never"

@@ -165,8 +165,8 @@ CLOSED_MIN_DRAFTS = 16
 class StepScoring:
     """The draft step controller's score of a step count (a mixin of DraftStepController): R-C1's per-round
     throughput, or in a closed batch the throughput of its remaining work (closed_step.py); needs the
-    controller's `_closed` / `_closed_fn` (and its per-plan cache `_depth_view`), `_kv_len`, `allow_zero`, `pad_requests`,
-    `covers`, `costs`, `policy` and `window`."""
+    controller's `_closed` / `_closed_fn` (and its per-plan cache `_depth_view`), `_kv_len`, `allow_zero`,
+    `pad_requests`, `covers`, `costs`, `policy` and `window`."""
 
     def throughput(self, batch_size: int, prefix_acceptance, k: int, table: dict[int, float]) -> float:
         """Predicted tokens per ms at k for the batch being planned: R-C1's per-round score, or, in a closed

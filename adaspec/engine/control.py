@@ -211,7 +211,8 @@ class AdaptiveControl:
         kv_len = max(r.num_computed for r in decoding)
         if self.step is not None:
             k = self.step.plan(B, round_id=round_id, kv_len=kv_len, can_verify=any(caps),
-                               requests=[r.request_id for r in decoding], closed=functools.partial(self._closed_batch, decoding))
+                               requests=[r.request_id for r in decoding],
+                               closed=functools.partial(self._closed_batch, decoding))  # computed if a score reads it
             # the confidence stop reads the MTP draft's probability of its own tokens (step_policy.py); the Suffix
             # drafts' scores are online acceptance estimates of free proposals, for which it was never measured
             stop = self.step.policy.confidence_stop if self.algorithm == "MTP" else 0.0
