@@ -66,14 +66,7 @@ class RequestCounts:
         """per_draft: (request, accepted m, reached r) per draft; position i counts for accepted when
         i < m and for reached when i < r (0-based); sign +1 enters the window, -1 leaves it."""
         for rid, m, r in per_draft:
-            s = self.sums.get(rid)
-            if s is None:
-                s = self.sums[rid] = [[0.0] * self.max_steps, [0.0] * self.max_steps]
-            acc, reach = s
-            for i in range(m):
-                acc[i] += sign
-            for i in range(r):
-                reach[i] += sign
+            _, reach = add_draft(self.sums, rid, m, r, sign, self.max_steps)
             if sign < 0 and not any(reach):
                 del self.sums[rid]  # no draft of it left in the window
 
@@ -120,15 +113,22 @@ def aged_counts(entries: Iterable[tuple[float, Sequence[tuple]]], batch: set,
     for w, per_draft in entries:
         for rid, m, r in per_draft:
             if rid in batch:
-                s = out.get(rid)
-                if s is None:
-                    s = out[rid] = [[0.0] * max_steps, [0.0] * max_steps]
-                acc, reach = s
-                for i in range(m):
-                    acc[i] += w
-                for i in range(r):
-                    reach[i] += w
+                add_draft(out, rid, m, r, w, max_steps)
     return out
+
+
+def add_draft(sums: dict, rid: Hashable, m: int, r: int, x: float, max_steps: int) -> list[list[float]]:
+    """Add x to request `rid`'s first m accepted and first r reached positions in `sums` (request -> [accepted,
+    reached], created at zero), in Python floats; its pair."""
+    s = sums.get(rid)
+    if s is None:
+        s = sums[rid] = [[0.0] * max_steps, [0.0] * max_steps]
+    acc, reach = s
+    for i in range(m):
+        acc[i] += x
+    for i in range(r):
+        reach[i] += x
+    return s
 
 
 def batch_prefix_acceptance(batch: Sequence[Hashable], counts: Callable[[Hashable], "list[np.ndarray] | None"],

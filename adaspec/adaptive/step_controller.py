@@ -100,7 +100,8 @@ from .step_costs import StepCostTables
 from .step_depth import CeilingPricing
 from .step_explore import StepExploration
 from .step_served import ServedPricing
-from .step_policy import LAZY, StepPolicy, StepScoring, _best_speculative, best_step, step_throughput
+from .step_policy import (LAZY, StepPolicy, StepScoring, _best_speculative, best_step, step_throughput,
+                          usable_closed)
 
 __all__ = ["CostFn", "DraftStepController", "StepDecision", "StepPolicy", "best_step", "step_throughput"]
 
@@ -223,10 +224,12 @@ class DraftStepController(StepExploration, StepScoring, ServedPricing, CeilingPr
                 self._ceilings_seen = True
                 self.depth.observe(lens, ceilings)
 
-        if callable(closed):  # computed only if a score reads it (most batches are not re-scored)
-            self._closed, self._closed_fn = (LAZY, closed) if self.policy.closed_batch else (None, None)
+        if not self.policy.closed_batch:
+            self._closed = None
+        elif callable(closed):  # computed only if a score reads it (most batches are not re-scored)
+            self._closed, self._closed_fn = LAZY, closed
         else:
-            self._closed = closed if closed and len(closed) > 1 and self.policy.closed_batch else None
+            self._closed = usable_closed(closed)
         self._kv_len = kv_len
         self._round_id = round_id
         if requests is not None:

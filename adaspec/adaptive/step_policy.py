@@ -155,6 +155,11 @@ def _best_speculative(batch_size: int, prefix_acceptance, table: dict[int, float
 LAZY = object()
 
 
+def usable_closed(closed):
+    """A closed view the score reads: one of two or more requests (a single request has no drain), else None."""
+    return closed if closed and len(closed) > 1 else None
+
+
 # the closed score (per depth) prices a batch only once each of its requests has this many drafts in the window:
 # with ~11 drafts each, prose requests' rates spread 0.78-1.2x the batch's by sampling alone, which the score read
 # as a drain, left a paying k = 1 for plain and lost 6-8% in 3 of 4 processes; gated at 16, 1.00x (BENCHMARKS.md
@@ -182,8 +187,7 @@ class StepScoring:
     def _closed_view(self):
         """The batch's closed view (plan's `closed`, computed now if it was given as a callable), or None."""
         if self._closed is LAZY:
-            closed = self._closed_fn()
-            self._closed = closed if closed and len(closed) > 1 else None
+            self._closed = usable_closed(self._closed_fn())
         return self._closed
 
     def _best(self, batch_size: int, prefix_acceptance, table: dict[int, float]) -> tuple[int, dict[int, float]]:
