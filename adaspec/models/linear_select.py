@@ -119,6 +119,9 @@ def _fn(backend: str, w: torch.Tensor, native: bool = False):
     if backend == "fp32":  # the layout the model gets when fp32 stays (LlamaForCausalLM.relayout_for_cpu)
         wc = w.t().contiguous().t() if w.device.type == "cpu" else w
         return lambda x: F.linear(x, wc)
+    if backend == "fp16":  # --dtype=float16: the model keeps plain float16 nn.Linear layers (nothing to pack)
+        wh = w.to(torch.float16)
+        return lambda x: F.linear(x.to(torch.float16), wh)
     module = pack_linear(w, None, backend)
     if native and backend == "fp16w":
         from .native_gemm import serve_all_rows

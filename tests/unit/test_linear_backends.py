@@ -285,6 +285,17 @@ def test_bfloat16_model_with_its_own_backend_loads(tiny_llama_dir):
         _, model = load_model(tiny_llama_dir, torch.bfloat16, "cpu", linear_backend=backend)
         assert model.linear_backend == "bf16" and next(model.parameters()).dtype == torch.bfloat16
 
+def test_float16_model_loads_and_generates(tiny_llama_dir):
+    """Audit (bad inputs): --dtype=float16, a listed value, ended in a KeyError traceback after the
+    weights loaded (the row check packed the dtype's own "fp16" kernel, which has no packed class)."""
+    from adaspec import LLM
+    from adaspec.sampling_params import SamplingParams
+
+    llm = LLM(str(tiny_llama_dir), dtype="float16", max_model_len=64)
+    assert next(llm.engine.model.parameters()).dtype == torch.float16
+    out = llm.generate("hi", SamplingParams(temperature=0, max_tokens=3, ignore_eos=True))[0]
+    assert len(out.token_ids) == 3
+
 
 @pytest.mark.skipif(not linear._probe_mkldnn_bf16(), reason="no oneDNN bf16 weight packing in this torch build")
 @pytest.mark.parametrize("shape", SHAPES)
