@@ -47,6 +47,7 @@ PATH_FIELDS = ("model", "draft_model", "adaptive_draft_step_config", "adaptive_t
                "adaptive_target_verify_cost_table", "adaptive_target_verify_cost_table_output")
 OPTIONAL_INT_FIELDS = ("max_model_len", "num_speculative_tokens")
 MAX_SEED = 2**64 - 1  # torch.Generator.manual_seed's range
+MAX_THREADS = 1024  # far past any CPU's cores; OpenMP fails to start ~16k threads and the process crashes
 
 
 def renamed_switch_message(old: str) -> str:
@@ -163,6 +164,9 @@ class EngineConfig:
         for name in ("threads", "max_seqs_per_batch", "max_num_batched_tokens"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"--{name}={getattr(self, name)}: must be >= 1")
+        if self.threads > MAX_THREADS:
+            raise ConfigError(f"--threads={self.threads}: must be at most {MAX_THREADS} (more threads than CPU cores "
+                              "only oversubscribe them; use at most this machine's core count)", param="--threads")
         if self.max_model_len is not None and self.max_model_len < 2:
             raise ConfigError(f"--max_model_len={self.max_model_len}: must be >= 2")
         if self.max_num_batched_tokens < self.max_seqs_per_batch:

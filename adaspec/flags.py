@@ -59,6 +59,17 @@ def positive_int(value: str) -> int:
     return v
 
 
+def thread_count(value: str) -> int:
+    """--threads: >= 1 and at most config.MAX_THREADS (OpenMP crashes the process starting ~16k threads)."""
+    from .config import MAX_THREADS
+
+    v = positive_int(value)
+    if v > MAX_THREADS:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_THREADS} (use at most this machine's core count), "
+                                         f"got {value!r}")
+    return v
+
+
 def nonnegative_int(value: str) -> int:
     v = integer(value)
     if v < 0:

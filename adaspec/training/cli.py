@@ -23,7 +23,7 @@ import sys
 import time
 
 from ..outputs import replace_file
-from ..flags import fraction, integer, nonnegative_int, positive_float, positive_int
+from ..flags import fraction, integer, nonnegative_int, positive_float, positive_int, thread_count
 from ..flags import parse_bool as _bool
 
 
@@ -68,7 +68,7 @@ def add_train_flags(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=integer, default=0, help="seed of data order, initialisation and passages (default 0)")
     parser.add_argument("--dtype", default="float32", choices=("float32",),
                         help="teacher and training dtype (float32: the CPU trains and matches greedy verify in it)")
-    parser.add_argument("--threads", type=positive_int, default=1, help="CPU threads (default 1)")
+    parser.add_argument("--threads", type=thread_count, default=1, help="CPU threads (default 1)")
     parser.add_argument("--device", default="cpu", type=str.lower, choices=("cpu", "cuda"),
                         help="where the target and the students run; cuda needs --kind=both (the streaming recipe, "
                              "scripts/train_drafts_gpu.sh) and a CUDA build of torch (default cpu)")

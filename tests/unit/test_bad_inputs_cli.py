@@ -103,6 +103,8 @@ FLAG_CASES = [
     (["--speculative_algorithm=MTP", "--enable_adaptive_draft_step=true", "--enable_adaptive_target_verify=true"],
      "--enable_adaptive_target_verify", ["cannot be combined"]),
     (["--prompt"], "--prompt", ["needs a value"]), (["hello"], "hello", ["--name=value"]),
+    # audit (bad inputs): --threads=99999 crashed the process (OpenMP, segfault) after loading
+    (["--threads=99999"], "--threads", ["at most 1024"]),
 ]
 
 

@@ -50,6 +50,7 @@ FLAG_CASES = [
     (["--curve_points=5,1"], "--curve_points", "ascending"),
     (["--curve_points=1M"], "--curve_points", "comma-separated list of numbers"),
     (["--wall_minutes=0"], "--wall_minutes", "> 0"),
+    (["--threads=99999"], "--threads", "at most 1024"),  # audit: OpenMP crashed the process (segfault)
 ]
 
 
