@@ -196,16 +196,27 @@ def available_memory(device) -> int | None:
     return None
 
 
-def check_memory(cfg: ModelConfig, slots: int, cache_len: int, dtype, device, weight_bytes: int) -> None:
-    """Refuse a KV cache + weights that cannot fit: torch would fail while allocating, after loading."""
+RANK_PROCESS_BYTES = 256 << 20  # a spawned rank before its weights: interpreter, torch, adaspec (~230 MiB measured)
+
+
+def check_memory(cfg: ModelConfig, slots: int, cache_len: int, dtype, device, weight_bytes: int, *,
+                 shards: float = 1.0, ranks: int = 1, ranks_flag: str = "--dp_size") -> None:
+    """Refuse a KV cache + weights that cannot fit: torch would fail while allocating, after loading.
+    `shards`: copies of weights + KV this node holds (CPU data parallel: --dp_size / --nnodes); `ranks`:
+    processes on this node (each spawned one costs RANK_PROCESS_BYTES before its weights), set by `ranks_flag`."""
     import torch
 
     elt = torch.empty((), dtype=dtype).element_size()
     kv = 2 * cfg.num_layers * slots * cache_len * cfg.num_kv_heads * cfg.head_dim * elt
     weights = weight_bytes * max(1.0, elt / 2)  # checkpoints are mostly 16-bit; fp32 doubles them
-    need, have = kv + weights, available_memory(device)
+    need, have = (kv + weights) * shards + (ranks - 1) * RANK_PROCESS_BYTES, available_memory(device)
+    gib = 2**30
+    if have is not None and need > have and ranks > 1:  # --dp_size=99999 spawned processes until the OOM killer came
+        raise UserError(
+            f"{ranks_flag} starts {ranks} processes on this node, which need ~{need / gib:.1f} GiB (weights, KV caches "
+            f"and ~{RANK_PROCESS_BYTES / gib:.2f} GiB per process), but only {have / gib:.1f} GiB is available; lower "
+            f"{ranks_flag} (or --max_seqs_per_batch / --max_model_len)", param=ranks_flag)
     if have is not None and need > have:
-        gib = 2**30
         raise UserError(
             f"--max_seqs_per_batch={slots} x context {cache_len} tokens needs a {kv / gib:.1f} GiB KV cache plus "
             f"~{weights / gib:.1f} GiB of weights, but only {have / gib:.1f} GiB is available on {device}; lower "

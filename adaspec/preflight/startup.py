@@ -187,7 +187,10 @@ def preflight(config: EngineConfig, *, sampling: Iterable[SamplingParams] = (), 
     cache_len = max_model_len + width + 1
     from .model import check_draft, check_memory, draft_fingerprint, resolve_layer_kernels
 
-    check_memory(model_cfg, config.max_seqs_per_batch, cache_len, dtype, device, weight_bytes)
+    ranks = config.tp_size * config.dp_size // config.nnodes if device.type == "cpu" else 1  # CUDA: one per GPU
+    check_memory(model_cfg, config.max_seqs_per_batch, cache_len, dtype, device, weight_bytes,
+                 shards=config.dp_size / config.nnodes if device.type == "cpu" else 1.0, ranks=ranks,
+                 ranks_flag="--dp_size" if config.dp_size > 1 else "--tp_size")
     kernels = resolve_layer_kernels(config, device, dtype, model_cfg)[0]  # refuses native where it cannot run
     if run_slots is not None and run_slots < config.max_seqs_per_batch:  # flags checked as given, run with fewer
         config = dataclasses.replace(config, max_seqs_per_batch=run_slots).validate()

@@ -103,8 +103,10 @@ FLAG_CASES = [
     (["--speculative_algorithm=MTP", "--enable_adaptive_draft_step=true", "--enable_adaptive_target_verify=true"],
      "--enable_adaptive_target_verify", ["cannot be combined"]),
     (["--prompt"], "--prompt", ["needs a value"]), (["hello"], "hello", ["--name=value"]),
-    # audit (bad inputs): --threads=99999 crashed the process (OpenMP, segfault) after loading
+    # audit (bad inputs): --threads=99999 crashed the process (OpenMP, segfault) after loading; --dp_size=99999
+    # spawned processes until the OOM killer ended them
     (["--threads=99999"], "--threads", ["at most 1024"]),
+    (["--dp_size=99999"], "--dp_size", ["99999 processes", "GiB"]),
 ]
 
 
