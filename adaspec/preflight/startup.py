@@ -100,6 +100,11 @@ def no_effect_warnings(config: EngineConfig, sampling: Iterable[SamplingParams] 
             out.append(f"--enable_graph=false {why}")
         if config.disable_graph_warmup:
             out.append(f"--disable_graph_warmup=true {why}")
+    rendezvous = [f for f, given in (("--master_node_addr", config.master_node_addr != "127.0.0.1"),
+                                     ("--master_port", config.master_port != 0)) if given]
+    if rendezvous and config.tp_size * config.dp_size == 1:
+        out.append(f"{', '.join(rendezvous)} {'has' if len(rendezvous) == 1 else 'have'} no effect with --tp_size=1 "
+                   "--dp_size=1: one process needs no rendezvous")
     cores = os.cpu_count() or 1
     if config.threads > cores:
         out.append(f"--threads={config.threads} is more than this machine's {cores} CPU cores; PyTorch will "

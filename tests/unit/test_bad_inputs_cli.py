@@ -255,6 +255,16 @@ def test_more_threads_than_cores_is_warned():
     assert not no_effect_warnings(EngineConfig(threads=1))
 
 
+def test_rendezvous_flags_of_a_single_process_are_warned():
+    """Audit (bad inputs): --master_node_addr / --master_port were silently ignored with one process."""
+    from adaspec.config import EngineConfig
+    from adaspec.preflight import no_effect_warnings
+
+    (line,) = no_effect_warnings(EngineConfig(master_node_addr="10.0.0.1", master_port=29500))
+    assert line.startswith("--master_node_addr, --master_port have no effect with --tp_size=1 --dp_size=1"), line
+    assert not no_effect_warnings(EngineConfig(tp_size=2, master_port=29500))
+
+
 def test_unknown_flag_suggests_only_this_subcommands_flags(capsys, monkeypatch):
     line = refused(gen("--plott=x.png"), capsys, monkeypatch, "--plott")
     assert "--plot" not in line.replace("--plott", "")  # --plot belongs to calibrate, not generate
