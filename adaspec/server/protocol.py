@@ -36,6 +36,14 @@ def _strict_float(v: Any, info) -> Any:
     return v
 
 
+def _strict_int_list(v: Any, info) -> Any:
+    """`[true]` and `[1.0]` are not token ids (pydantic's lax mode would read them as 1)."""
+    bad = next((t for t in v if isinstance(t, (bool, str, float))), None) if isinstance(v, list) else None
+    if bad is not None:
+        raise ValueError(f"{info.field_name} must be a list of token ids (integers), got {bad!r}")
+    return v
+
+
 def _strict_bool(v: Any, info) -> Any:
     if v is not None and not isinstance(v, bool):
         raise ValueError(f"{info.field_name} must be true or false, got {v!r}")
@@ -90,6 +98,7 @@ class _Common(BaseModel):
     _ints = field_validator(*INT_FIELDS, mode="before")(_strict_int)
     _floats = field_validator(*FLOAT_FIELDS, mode="before")(_strict_float)
     _bools = field_validator(*BOOL_FIELDS, mode="before")(_strict_bool)
+    _int_lists = field_validator("stop_token_ids", mode="before")(_strict_int_list)
 
     def sampling_params(self, default_max_tokens: int) -> SamplingParams:
         """SamplingParams for the engine; range errors surface as pydantic ValidationError."""

@@ -55,6 +55,7 @@ REFUSALS = [  # (body change, param) -- R-B5, R-I1 ranges, OpenAI features adasp
     ({"stop": ["\ud800"]}, "stop"),
     ({"stream": True, "stream_options": {"continuous_usage_stats": True}}, "stream_options.continuous_usage_stats"),
     ({"stream": True, "stream_options": {"include_usage": "maybe"}}, "stream_options.include_usage"),
+    ({"stop_token_ids": [True]}, "stop_token_ids"), ({"stop_token_ids": [1.0]}, "stop_token_ids"),  # were read as 1
 ]
 
 
