@@ -10,14 +10,18 @@ from typing import Any
 
 
 class DuplicateKeyError(ValueError):
-    """A JSON object names one key twice."""
+    """A JSON object names one key twice (`key`)."""
+
+    def __init__(self, message: str, key: str | None = None):
+        super().__init__(message)
+        self.key = key
 
 
 def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict:
     out = {}
     for k, v in pairs:
         if k in out:
-            raise DuplicateKeyError(f"key {k!r} appears twice in one object (only the last would count); keep one")
+            raise DuplicateKeyError(f"key {k!r} appears twice in one object (only the last would count); keep one", k)
         out[k] = v
     return out
 

@@ -32,6 +32,16 @@ def error_response(status: int, message: str, param: str | None = None, code: st
     return JSONResponse(error_body(status, message, param, code), status_code=status, headers=headers)
 
 
+class BodyError(StarletteHTTPException):
+    """A request body that is not UTF-8 or not strict JSON (a duplicate key, nesting past the parser's
+    limit, a number of too many digits): a 400 whose message says so (FastAPI's own reads "There was
+    an error parsing the body"); `param` names the key when one is at fault."""
+
+    def __init__(self, message: str, param: str | None = None):
+        super().__init__(400, message)
+        self.param = param
+
+
 def _loc_param(loc: tuple | list) -> str | None:
     """("body", "messages", 0, "role") -> "messages[0].role"; the body itself -> None."""
     parts = [p for p in loc if p not in ("body", "query", "path")]
@@ -82,7 +92,8 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException):
-        return error_response(exc.status_code, str(exc.detail), None, headers=getattr(exc, "headers", None))
+        return error_response(exc.status_code, str(exc.detail), getattr(exc, "param", None),
+                              headers=getattr(exc, "headers", None))
 
     @app.exception_handler(Exception)
     async def _internal(request: Request, exc: Exception):

@@ -12,13 +12,16 @@ from __future__ import annotations
 import asyncio
 import uuid
 
+import json
+
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.routing import APIRoute
 
 from ..engine.async_engine import EngineNotReady, QueueFull, RoundError
 from ..errors import RequestError
 from . import sse
-from .errors import error_response
+from .errors import BodyError, error_response
 from .protocol import ChatCompletionRequest, CompletionRequest
 
 
@@ -149,8 +152,46 @@ async def _disconnected(request: Request) -> None:
             return
 
 
+class StrictJSONRequest(Request):
+    """The body parsed as every user JSON is (strict_json): a key named twice is refused, not kept
+    last; a body that is not UTF-8, nests past the parser's limit or holds a number of too many digits
+    gets a 400 saying which. Malformed JSON still reaches FastAPI's own 400 (JSONDecodeError)."""
+
+    async def json(self):
+        if not hasattr(self, "_json"):
+            from ..strict_json import DuplicateKeyError, loads
+
+            body = await self.body()
+            try:
+                self._json = loads(body)
+            except UnicodeDecodeError as e:
+                raise BodyError(f"the request body is not UTF-8 text (byte 0x{body[e.start]:02X} at offset {e.start}); "
+                                "send JSON encoded as UTF-8") from None
+            except DuplicateKeyError as e:
+                raise BodyError(f"malformed JSON body: {e}", e.key) from None
+            except RecursionError:
+                raise BodyError("malformed JSON body: it nests arrays or objects too deeply; send a JSON object "
+                                "as the API describes") from None
+            except json.JSONDecodeError:
+                raise
+            except ValueError as e:  # e.g. Python's limit on the digits of an integer
+                raise BodyError(f"malformed JSON body ({str(e).split(';')[0]}); send a JSON object as the API "
+                                "describes") from None
+        return self._json
+
+
+class StrictJSONRoute(APIRoute):
+    def get_route_handler(self):
+        handler = super().get_route_handler()
+
+        async def strict(request: Request):
+            return await handler(StrictJSONRequest(request.scope, request.receive))
+
+        return strict
+
+
 def make_router(serving: Serving) -> APIRouter:
-    router = APIRouter()
+    router = APIRouter(route_class=StrictJSONRoute)
 
     @router.post("/v1/completions", summary="OpenAI completions (streaming with stream=true)")
     async def completions(body: CompletionRequest, request: Request):

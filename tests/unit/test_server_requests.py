@@ -103,6 +103,21 @@ def test_a_body_that_is_not_a_json_object_is_a_400_saying_so(server, content, ct
     assert r.status_code == 400 and text in r.json()["error"]["message"], r.text
 
 
+@pytest.mark.parametrize("content, param, text", [
+    (b'{"prompt": "hi", "max_tokens": 2, "max_tokens": 3}', "max_tokens", "appears twice"),  # was: the last kept
+    (b'{"prompt": "a\xffb", "max_tokens": 2}', None, "not UTF-8"),  # was: "There was an error parsing the body"
+    (b'{"prompt": "hi", "x": ' + b"[" * 5000 + b"]" * 5000 + b"}", None, "too deeply"),
+    (b'{"prompt": "hi", "max_tokens": 1' + b"0" * 5000 + b"}", None, "digits")])
+def test_a_body_that_is_not_strict_utf8_json_is_a_400_saying_why(server, content, param, text):
+    """Audit (bad inputs; R-I1): a key named twice is refused as in every JSON file adaspec reads, and
+    the other bodies Python's parser rejects say why; the server goes on serving."""
+    url, _ = server
+    r = httpx.post(url + "/v1/completions", content=content, headers={"content-type": "application/json"})
+    assert r.status_code == 400 and text in r.json()["error"]["message"], r.text
+    assert r.json()["error"]["param"] == param
+    assert _post(url, "/v1/completions", {"prompt": "hi", "max_tokens": 2}).status_code == 200
+
+
 def test_default_max_tokens_of_completions_is_lowered_to_what_fits(server):
     """The completions default (16) is cut to the room after the prompt; an explicit value is refused above."""
     url, _ = server
