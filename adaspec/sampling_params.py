@@ -31,13 +31,21 @@ class SamplingParamsError(RequestError):
 
 
 class SamplingParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
     def __init__(self, **data: Any):
         """Raises SamplingParamsError (a RequestError, so a UserError) instead of pydantic's
         multi-line ValidationError (issue 8: one line naming the field)."""
         try:
             super().__init__(**data)
+        except ValidationError as e:
+            err = params_error(e)
+            raise SamplingParamsError(str(err), param=err.param, validation_error=e) from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """`params.temperature = -5` is checked as the constructor checks it (it was accepted silently)."""
+        try:
+            super().__setattr__(name, value)
         except ValidationError as e:
             err = params_error(e)
             raise SamplingParamsError(str(err), param=err.param, validation_error=e) from None
@@ -151,7 +159,7 @@ class SamplingParams(BaseModel):
     @field_validator("stop_token_ids", mode="before")
     @classmethod
     def _stop_token_ids(cls, v: Any) -> Any:
-        if isinstance(v, list) and any(isinstance(t, bool) for t in v):
+        if isinstance(v, list) and any(isinstance(t, (bool, float, str, bytes)) for t in v):  # 1.0 was read as 1
             raise ValueError(f"stop_token_ids must be token ids (integers), got {v!r}")
         return [] if v is None else v
 
@@ -225,7 +233,7 @@ def params_error(e: ValidationError, names: dict[str, str] | None = None) -> Req
     field = str(err["loc"][0]) if err.get("loc") else "params"
     shown = (names or {}).get(field, field)
     msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
-    if err.get("type") == "extra_forbidden":
+    if err.get("type") in ("extra_forbidden", "no_such_attribute"):
         msg = f"{field} is not a sampling parameter"
     elif field not in msg:
         got = err.get("input")

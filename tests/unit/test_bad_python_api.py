@@ -154,6 +154,7 @@ SAMPLING_CASES = [  # field, value, text: SamplingParams refuses instead of conv
     ("max_tokens", 2.0, "an integer"), ("top_k", 3.0, "an integer"), ("seed", -1, "2**64-1"),
     ("seed", 2**64 + 1, "2**64-1"), ("ignore_eos", "yes", "true or false"), ("ignore_eos", 1, "true or false"),
     ("stop", ["ok", "\ud800"], "lone surrogate"),
+    ("stop_token_ids", [1.0], "integers"), ("stop_token_ids", ["5"], "integers"),  # audit: 1.0 was read as 1
 ]
 
 
@@ -164,6 +165,21 @@ def test_sampling_params_refuse_conversions(field, value, text):
     err = e.value
     assert isinstance(err, RequestError) and err.param == field
     assert field in str(err) and text in str(err) and not str(err).startswith("Value error")
+
+
+@pytest.mark.parametrize("field, value, text", [("temperature", -5, ">= 0"), ("max_tokens", 0, ">= 1"),
+                                                ("stop", [""], "empty"), ("seed", True, "an integer"),
+                                                ("temprature", 0.5, "not a sampling parameter")])
+def test_sampling_params_check_assignments_too(field, value, text, llm):
+    """Audit (bad inputs; R-I1): `params.temperature = -5` after construction was accepted silently,
+    and generate() then sampled with it; an assignment is now checked as the constructor checks."""
+    params = SamplingParams(temperature=0, max_tokens=3)
+    with pytest.raises(RequestError) as e:
+        setattr(params, field, value)
+    assert e.value.param == field and text in str(e.value), str(e.value)
+    assert params.temperature == 0 and params.max_tokens == 3 and params.stop == []  # unchanged
+    params.temperature = 0.5  # a valid assignment still works
+    assert params.temperature == 0.5 and len(llm.generate("hi", params)) == 1
 
 
 def test_python_api_warns_about_flags_without_effect(tiny_llama_dir):
