@@ -90,6 +90,9 @@ def _check_serve_flags(args: argparse.Namespace) -> None:
         raise ServeError("--served_model_name: empty; give a name or drop the flag", param="--served_model_name")
     if args.api_key is not None and not args.api_key:
         raise ServeError("--api_key: empty; give a key or drop the flag", param="--api_key")
+    if args.api_key is not None and args.api_key != args.api_key.strip():  # HTTP strips header values: never matches
+        raise ServeError("--api_key: starts or ends with white space, which no client can send in the Authorization "
+                         "header (HTTP strips it); remove the spaces", param="--api_key")
 
 
 def default_model_name(model: str | None) -> str:

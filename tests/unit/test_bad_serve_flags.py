@@ -33,6 +33,8 @@ SERVE_CASES = [
     (["--port=1", "--port=2"], "--port", ["given twice"]),
     (["--max_seqs_per_batch=0"], "--max_seqs_per_batch", [">= 1"]),
     (["--device=cuda:x"], "--device", ["cuda:N"]),
+    (["--api_key= "], "--api_key", ["white space"]), (["--api_key=k "], "--api_key", ["white space"]),  # audit: every
+    # request was then a 401 (HTTP strips header values)
 ]
 
 
