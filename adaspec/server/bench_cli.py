@@ -20,7 +20,7 @@ def _levels(value: str) -> list[int]:
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {value!r}")
     if not levels or min(levels) < 1:
-        raise argparse.ArgumentTypeError(f"concurrency levels must be >= 1, got {value!r}")
+        raise argparse.ArgumentTypeError(f"each value must be >= 1, got {value!r}")  # also --num_prompts
     return levels
 
 

@@ -62,6 +62,7 @@ BENCH_CASES = [
     (["--timeout=-5"], "--timeout", ["> 0"]),
     (["--request_rate=nan"], "--request_rate", ["> 0"]), (["--request_rate=-1"], "--request_rate", ["> 0"]),
     (["--concurrency="], "--concurrency", [">= 1"]), (["--concurrency=0"], "--concurrency", [">= 1"]),
+    (["--num_prompts=0"], "--num_prompts", ["each value must be >= 1"]),  # audit: said "concurrency levels"
     (["--max_tokens=0"], "--max_tokens", [">= 1"]), (["--num_warmups=-1"], "--num_warmups", [">= 0"]),
     (["--num_prompts=1,2", "--concurrency=1,2,3"], "--num_prompts", ["one per --concurrency"]),
     (["--prompts="], "--prompts", ["unknown set"]), (["--endpoint=embeddings"], "--endpoint", ["allowed values"]),
