@@ -82,7 +82,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--algorithms", default="DSpark,MTP", help="comma-separated: DSpark, MTP")
     p.add_argument("--loads", default="none,same_core", help="comma-separated: none, same_core, other_core")
-    p.add_argument("--core", type=int, default=0, help="the core to pin to (never 1: the draft-training job's)")
+    p.add_argument("--core", type=int, default=0, help="the core to pin the command to (other_core loads the next one)")
     p.add_argument("--prompts", default="1", help="comma-separated prompt counts per command (1 = one request slot)")
     p.add_argument("--repeats", type=int, default=1, help="run the whole set this many times (medians in the summary)")
     p.add_argument("--json_out", default=None, help="write the results here")

@@ -2,4 +2,4 @@
 cd /work/main
 export OMP_NUM_THREADS=1
 taskset -c 1 /work/venv/bin/python bench/adaptive.py --interleave --k_max=5 --dtypes=float32 --num_prompts=4 --max_tokens=256 --ignore_eos --repeats=3 --temperature=0.8 --plot_dir= --configs=plain,mtp_k1,mtp_k2,mtp_step,dspark7_sync --batch_sizes=1,4 --sources=mixed,code --json_out=/work/s57/t08.json > /work/s57/t08.out 2> /work/s57/t08.err
-taskset -c 1 /work/venv/bin/python bench/adaptive.py --interleave --k_max=5 --dtypes=float32 --num_prompts=8 --max_tokens=256 --ignore_eos --repeats=3 --temperature=0 --plot_dir= --configs=plain,mtp_k1,mtp_k2,mtp_step,dspark7_sync --batch_sizes=4 --sources=staggered --json_out=/work/s57/stag.json > /work/s57/stag.out 2> /work/s57/stag.err
+taskset -c 1 /work/venv/bin/python bench/adaptive.py --k_max=5 --dtypes=float32 --num_prompts=8 --max_tokens=256 --ignore_eos --repeats=3 --temperature=0 --plot_dir= --configs=plain,mtp_k1,mtp_k2,mtp_step,dspark7_sync --batch_sizes=4 --sources=staggered --json_out=/work/s57/stag.json > /work/s57/stag.out 2> /work/s57/stag.err

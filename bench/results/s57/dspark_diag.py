@@ -1,11 +1,11 @@
 """DSpark at B=1 on a source: the confidence head's path probabilities vs realised acceptance (fixed full width),
-and what the sync gate would predict with a given cost table. usage: dspark_diag.py <checkout> SOURCE TABLE.json"""
+per position and by bins of the path probability. usage: dspark_diag.py <checkout> SOURCE"""
 import sys, tempfile, json, collections
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
 import numpy as np
 from bench import adaptive, common, adaptive_interleaved as il
-src, table_path = sys.argv[2], sys.argv[3]
+src = sys.argv[2]
 common.setup_threads(1)
 bargs = adaptive.parse_args(["--configs=plain,dspark7_full", "--batch_sizes=1", "--dtypes=float32",
                              f"--sources={src}", "--num_prompts=4", "--max_tokens=256", "--ignore_eos",
@@ -37,4 +37,4 @@ for j in range(3):
     bins = np.linspace(0, 1, 6)
     idx = np.digitize(p, bins) - 1
     print(f"pos {j+1} bins:", [(f"{bins[b]:.1f}", int((idx == b).sum()), round(float(a[idx == b].mean()), 2) if (idx == b).any() else None) for b in range(5)])
-json.dump({"S": S.tolist(), "L": L.tolist(), "M": M.tolist()}, open(f"/work/s57/dspark_scores_{src}.json", "w"))
+json.dump({"S": S.tolist(), "L": L.tolist(), "M": M.tolist()}, open(f"dspark_scores_{src}.json", "w"))
