@@ -10,9 +10,8 @@ stream; non-streaming: a watcher of `http.disconnect`); the slot is free before 
 from __future__ import annotations
 
 import asyncio
-import uuid
-
 import json
+import uuid
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, StreamingResponse
