@@ -30,6 +30,13 @@ class SamplingParamsError(RequestError):
         self.validation_error = validation_error
 
 
+def non_token_id(v: Any) -> Any:
+    """The first item of a list `v` that is no token id as given (a bool, float, str or bytes, which pydantic's lax mode
+    would read as an integer: `true` and `1.0` as 1), else None (also for a `v` that is not a list). The server's
+    request models check their token-id lists with it before pydantic converts them (server/protocol.py)."""
+    return next((t for t in v if isinstance(t, (bool, float, str, bytes))), None) if isinstance(v, list) else None
+
+
 class SamplingParams(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
@@ -159,7 +166,7 @@ class SamplingParams(BaseModel):
     @field_validator("stop_token_ids", mode="before")
     @classmethod
     def _stop_token_ids(cls, v: Any) -> Any:
-        if isinstance(v, list) and any(isinstance(t, (bool, float, str, bytes)) for t in v):  # 1.0 was read as 1
+        if non_token_id(v) is not None:  # 1.0 was read as 1
             raise ValueError(f"stop_token_ids must be token ids (integers), got {v!r}")
         return [] if v is None else v
 

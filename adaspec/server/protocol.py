@@ -13,7 +13,7 @@ from typing import Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..errors import RequestError
-from ..sampling_params import SamplingParams
+from ..sampling_params import SamplingParams, non_token_id
 
 StopField = Union[str, list[str], None]
 
@@ -38,7 +38,7 @@ def _strict_float(v: Any, info) -> Any:
 
 def _strict_int_list(v: Any, info) -> Any:
     """`[true]` and `[1.0]` are not token ids (pydantic's lax mode would read them as 1)."""
-    bad = next((t for t in v if isinstance(t, (bool, str, float))), None) if isinstance(v, list) else None
+    bad = non_token_id(v)
     if bad is not None:
         raise ValueError(f"{info.field_name} must be a list of token ids (integers), got {bad!r}")
     return v
