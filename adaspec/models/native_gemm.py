@@ -12,9 +12,10 @@ this machine for every layer before it uses gemm.cpp for it: random rows at 2, 4
 every output compared bit for bit with FBGEMM's. Where that holds, which kernel runs a product is
 invisible in the outputs (the lossless tests run on both), so the choice is a matter of speed only,
 and speed is measured, not assumed: which row counts up to 32 gemm.cpp serves is decided once per
-process by timing both kernels on the model's own weights (`measure_rows`, ~0.3 s). It differs
+process by timing both kernels on the model's own weights (`measure_rows`, ~2 s for the bundled model). It differs
 between machines: gemm.cpp won at 4-32 rows on a Zen 4 VM; on a Zen 5 VM it won from 5-8 rows and
-tied at 1-4 (BENCHMARKS.md). Every other size runs in FBGEMM. Where the bits differ (another CPU,
+tied at 1-4 (BENCHMARKS.md); since stop 58's prefetch into L2 (kernels/gemm_avx512.cpp) it wins at 2-32 rows on the
+Zen 4 VM, and ties at 1. Every other size runs in FBGEMM. Where the bits differ (another CPU,
 another FBGEMM), or the kernels cannot run (no AVX-512 with F16C, `ADASPEC_NATIVE_KERNELS=0`, `--layer_kernels=torch`),
 FBGEMM does every product, as before. The packed copy costs the weights' float16 bytes a second
 time (270 MB for the bundled model).
@@ -35,6 +36,7 @@ on AVX2" and stop 38); `auto` times it as the fp16w candidate (linear_select pas
 from __future__ import annotations
 
 import ctypes
+import statistics
 import time
 from functools import lru_cache
 
@@ -51,7 +53,10 @@ TIMED_ROWS = (1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32)
 # stream the weights at about the memory's speed, it read 0.96-1.08 while the engine ran 2.5% slower
 # with gemm.cpp at 2 rows (BENCHMARKS.md, "fp16w products in adaspec's kernel at 1-4 rows")
 MARGIN = 1.05
-SAMPLE_PARAMS = 32_000_000  # weights timed, in model order: twice the float16 bytes of a 32 MiB L3
+# weights timed, in model order: the whole of a small model (the bundled one has 134M), so that they stream from memory
+# as in a forward. A sample of twice a 32 MiB L3 ran partly from cache and misjudged 2-3 rows (stop 58: 0.93-1.02x
+# there against 1.06-1.10x over the whole model, which the forward's times confirmed)
+SAMPLE_PARAMS = 160_000_000
 REPEATS = 3
 
 _measured: dict = {}  # the process's measurement (a property of the machine), made on the first model attached
@@ -138,7 +143,10 @@ def rows_from_speedups(speedups: dict[int, float], margin: float = MARGIN) -> fr
 
 def measure_rows(layers: list, repeats: int = REPEATS) -> dict:
     """Time FBGEMM and gemm.cpp on `layers` (attached Fp16wLinear, in model order, up to SAMPLE_PARAMS
-    weights) at each of TIMED_ROWS; per-pass time = the minimum over `repeats` alternating passes.
+    weights) at each of TIMED_ROWS. Each repeat times one pass of each kernel back to back (their order
+    alternating between repeats); a row count's speed-up is the median over repeats of those pairs' ratios, so
+    the VM's drift between passes seconds apart cancels (stop 58: the minimum of each kernel's passes put 1 row
+    at 0.82x in one process and 1.24x in the next).
     -> {"rows": frozenset served by gemm.cpp, "speedups": {row count: FBGEMM / gemm.cpp}, "seconds"}."""
     t_start = time.perf_counter()
     sample, params = [], 0
@@ -149,16 +157,18 @@ def measure_rows(layers: list, repeats: int = REPEATS) -> dict:
         params += module.in_features * module.out_features
     g = torch.Generator().manual_seed(0)
     xs = {k: torch.randn(max(TIMED_ROWS), k, generator=g) for k in {m.in_features for m in sample}}
-    best = {(m, kind): float("inf") for m in TIMED_ROWS for kind in ("fbgemm", "native")}
+    ratios: dict[int, list[float]] = {m: [] for m in TIMED_ROWS}
     for rep in range(repeats):
         for m in TIMED_ROWS:
+            took = {}
             for kind in (("fbgemm", "native") if rep % 2 == 0 else ("native", "fbgemm")):
                 t0 = time.perf_counter()
                 for module in sample:
                     x = xs[module.in_features][:m]
                     module.native_gemm(x) if kind == "native" else module._fbgemm(x)
-                best[m, kind] = min(best[m, kind], time.perf_counter() - t0)
-    speedups = {m: best[m, "fbgemm"] / best[m, "native"] for m in TIMED_ROWS}
+                took[kind] = time.perf_counter() - t0
+            ratios[m].append(took["fbgemm"] / took["native"])
+    speedups = {m: statistics.median(r) for m, r in ratios.items()}
     return {"rows": rows_from_speedups(speedups), "speedups": speedups, "seconds": time.perf_counter() - t_start}
 
 

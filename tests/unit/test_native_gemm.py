@@ -43,8 +43,9 @@ def _layer(out_features, in_features, seed=0, bias=False):
     return Fp16wLinear(w, b)
 
 
-# (out, in): the bundled model's products, a head-sized one, widths that are not multiples of 32
-SHAPES = [(960, 576), (576, 1536), (3072, 576), (48, 32), (33, 7), (100, 70), (1, 5)]
+# (out, in): the bundled model's products, a head-sized one, widths that are not multiples of 32; the AVX-512
+# path reads panels of 32 columns in pairs from 4 rows on, so odd panel counts too (the last one alone, full or not)
+SHAPES = [(960, 576), (576, 1536), (3072, 576), (48, 32), (33, 7), (100, 70), (1, 5), (80, 40), (96, 24), (160, 9)]
 
 
 EVERY_ROW = range(1, native_gemm.MAX_ROWS + 1)  # every row count the kernel may be measured to serve
