@@ -26,7 +26,8 @@ import tempfile
 from functools import lru_cache
 from pathlib import Path
 
-SOURCES = [Path(__file__).with_name(name) for name in ("attention.cpp", "elementwise.cpp", "gemm.cpp", "gemm_avx512.cpp")]
+SOURCES = [Path(__file__).with_name(name)
+           for name in ("attention.cpp", "elementwise.cpp", "gemm.cpp", "gemm_avx512.cpp")]
 HEADERS = [Path(__file__).with_name("simd.h")]
 ABI = 4  # adaspec_kernel_abi() of the sources above
 # no -ffast-math: the kernels' sums run in the order the source writes them (row-independent bits).
