@@ -201,4 +201,3 @@ def test_a_model_on_such_a_cpu_has_rows_independent_of_m_under_fp16w_and_auto(ti
         assert layers and all(m.native_all for m in layers)
         assert model.native_gemm["all_rows"] == len(layers) and model.native_gemm["attached"] == 0
         assert model.linear_choice.row_independent["fp16w"] is True  # the row check saw the kernel
-
