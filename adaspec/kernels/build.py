@@ -85,7 +85,8 @@ def _compile(cxx: str, sources: list[Path], target: Path, flags: list[str]) -> s
                               timeout=300)
         if done.returncode != 0:
             said = (done.stderr or done.stdout).strip().splitlines()
-            return said[-1] if said else f"exit status {done.returncode}"
+            errors = [line.strip() for line in said if "error" in line]  # the first error names the cause
+            return errors[0] if errors else (said[-1] if said else f"exit status {done.returncode}")
         os.replace(tmp, target)
         return None
     except (OSError, subprocess.SubprocessError) as e:
@@ -106,8 +107,19 @@ def load() -> ctypes.CDLL | str:
     return disabled() or _load()
 
 
+_native_error: list[str] = []  # why the -march=native build failed where the generic one then built
+
+
+def native_build_error() -> str | None:
+    """The compiler's complaint when the library had to be built without -march=native (its SIMD paths, AVX-512 or
+    AVX2, are then compiled out, and the kernels read as if the CPU lacked them); None when it was not."""
+    load()
+    return _native_error[0] if _native_error else None
+
+
 @lru_cache(maxsize=None)
 def _load() -> ctypes.CDLL | str:
+    _native_error.clear()
     cxx = compiler()
     if cxx is None:
         return "no C++ compiler found (install g++ or clang++, or set CXX)"
@@ -131,5 +143,7 @@ def _load() -> ctypes.CDLL | str:
         if lib.adaspec_kernel_abi() != ABI:
             errors.append(f"{target} reports kernel ABI {lib.adaspec_kernel_abi()}, expected {ABI}")
             continue
+        if flags is FLAGS and errors:
+            _native_error[:] = errors[:1]
         return lib
     return f"the layer kernels did not build with {cxx}: {errors[-1] if errors else 'unknown error'}"

@@ -71,6 +71,9 @@ def _functions():
     if isinstance(lib, str):
         return lib
     if not lib.adaspec_gemm_f16w_available():
+        failed = build.native_build_error()
+        if failed is not None:  # the CPU may well have them: say what the compiler said
+            return f"the kernel's AVX-512 / AVX2 paths need the -march=native build, which failed: {failed}"
         return "the kernel needs AVX-512 or AVX2 with F16C and FMA, which this CPU (or compiler) lacks"
     pack, gemm = lib.adaspec_pack_f16w, lib.adaspec_gemm_f16w
     pack.argtypes, pack.restype = [_P, _I64, _I64, _P], ctypes.c_int

@@ -29,3 +29,23 @@ def test_a_cpu_with_the_instructions_gets_the_kernel():
     if build.disabled() is not None:
         pytest.skip(build.disabled())
     assert native_gemm.unavailable() is None
+
+
+def test_a_failed_native_build_is_named_not_taken_for_a_cpu_without_avx(monkeypatch, tmp_path):
+    """-march=native failing (here: a flag the compiler rejects) leaves a generic library whose SIMD paths are compiled
+    out; the reason the kernel gives then quotes the compiler, instead of blaming the CPU."""
+    if build.compiler() is None:
+        pytest.skip("no C++ compiler on this machine: the native kernels cannot be built")
+    monkeypatch.setenv("ADASPEC_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(build, "NATIVE_FLAGS", ["-mno-such-flag-for-adaspec"])
+    build._load.cache_clear()
+    native_gemm._functions.cache_clear()
+    try:
+        assert not isinstance(build.load(), str)  # the generic build works
+        said = build.native_build_error()
+        assert said is not None and "error" in said
+        reason = native_gemm.unavailable()
+        assert reason is not None and "-march=native build, which failed" in reason and said in reason
+    finally:  # the next load (after monkeypatch's undo) builds with the real flags again
+        build._load.cache_clear()
+        native_gemm._functions.cache_clear()
