@@ -107,19 +107,15 @@ def load() -> ctypes.CDLL | str:
     return disabled() or _load()
 
 
-_native_error: list[str] = []  # why the -march=native build failed where the generic one then built
-
-
 def native_build_error() -> str | None:
     """The compiler's complaint when the library had to be built without -march=native (its SIMD paths, AVX-512 or
     AVX2, are then compiled out, and the kernels read as if the CPU lacked them); None when it was not."""
-    load()
-    return _native_error[0] if _native_error else None
+    lib = load()
+    return None if isinstance(lib, str) else lib.native_build_error
 
 
 @lru_cache(maxsize=None)
 def _load() -> ctypes.CDLL | str:
-    _native_error.clear()
     cxx = compiler()
     if cxx is None:
         return "no C++ compiler found (install g++ or clang++, or set CXX)"
@@ -143,7 +139,6 @@ def _load() -> ctypes.CDLL | str:
         if lib.adaspec_kernel_abi() != ABI:
             errors.append(f"{target} reports kernel ABI {lib.adaspec_kernel_abi()}, expected {ABI}")
             continue
-        if flags is FLAGS and errors:
-            _native_error[:] = errors[:1]
+        lib.native_build_error = errors[0] if errors else None  # a generic build after -march=native failed
         return lib
     return f"the layer kernels did not build with {cxx}: {errors[-1] if errors else 'unknown error'}"
