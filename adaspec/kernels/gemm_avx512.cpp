@@ -36,66 +36,45 @@ inline void prefetch(const uint16_t *wp, int far) {
 
 inline __m512 half(const uint16_t *wp) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)wp)); }
 
-// MR rows x one panel (32 columns); w points at the panel, ncols = its columns to store (<= 32)
-template <int MR>
-void tile(const float *x, int64_t ldx, const uint16_t *w, int64_t K, float *y, int64_t ldy, int64_t ncols) {
-    __m512 acc[MR][2];
-    for (int i = 0; i < MR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+// MR rows x NP panels of 32 columns (NP = 1 or 2): w[p] points at panel p, y[p] at its first output column; every
+// panel but the last is full, the last stores `ncols` columns (<= 32). One row streams fastest on the hardware
+// prefetcher alone; otherwise each panel is prefetched FAR_ONE / FAR_TWO rows ahead into L2 and NEAR into L1.
+template <int MR, int NP>
+void tile(const float *x, int64_t ldx, const uint16_t *const *w, int64_t K, float *const *y, int64_t ldy,
+          int64_t ncols) {
+    __m512 acc[MR][2 * NP];
+    for (int i = 0; i < MR; i++)
+        for (int j = 0; j < 2 * NP; j++) acc[i][j] = _mm512_setzero_ps();
     for (int64_t k = 0; k < K; k++) {
-        const uint16_t *wp = w + k * 32;
-        if constexpr (MR > 1) prefetch(wp, FAR_ONE);  // one row streams fastest on the hardware prefetcher alone
-        const __m512 b0 = half(wp), b1 = half(wp + 16);
+        __m512 b[2 * NP];
+        for (int p = 0; p < NP; p++) {
+            const uint16_t *wp = w[p] + k * 32;
+            if constexpr (MR > 1 || NP > 1) prefetch(wp, NP == 1 ? FAR_ONE : FAR_TWO);
+            b[2 * p] = half(wp);
+            b[2 * p + 1] = half(wp + 16);
+        }
         for (int i = 0; i < MR; i++) {
             const __m512 a = _mm512_set1_ps(x[i * ldx + k]);
-            acc[i][0] = _mm512_fmadd_ps(a, b0, acc[i][0]);
-            acc[i][1] = _mm512_fmadd_ps(a, b1, acc[i][1]);
+            for (int j = 0; j < 2 * NP; j++) acc[i][j] = _mm512_fmadd_ps(a, b[j], acc[i][j]);
         }
     }
     for (int i = 0; i < MR; i++)
-        for (int j = 0; j < 2; j++) _mm512_mask_storeu_ps(y + i * ldy + 16 * j, cols(16 * j, ncols), acc[i][j]);
+        for (int p = 0; p < NP; p++)
+            for (int j = 0; j < 2; j++) {
+                const __mmask16 m = cols(16 * j, p + 1 < NP ? 32 : ncols);
+                _mm512_mask_storeu_ps(y[p] + i * ldy + 16 * j, m, acc[i][2 * p + j]);
+            }
 }
 
-// MR rows x two panels (w0 full, w1 with ncols1 columns to store), y0 / y1 their first output columns
-template <int MR>
-void tile2(const float *x, int64_t ldx, const uint16_t *w0, const uint16_t *w1, int64_t K, float *y0, float *y1,
-           int64_t ldy, int64_t ncols1) {
-    __m512 acc[MR][4];
-    for (int i = 0; i < MR; i++) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = _mm512_setzero_ps();
-    for (int64_t k = 0; k < K; k++) {
-        const uint16_t *wp = w0 + k * 32, *wq = w1 + k * 32;
-        prefetch(wp, FAR_TWO);
-        prefetch(wq, FAR_TWO);
-        const __m512 b0 = half(wp), b1 = half(wp + 16), b2 = half(wq), b3 = half(wq + 16);
-        for (int i = 0; i < MR; i++) {
-            const __m512 a = _mm512_set1_ps(x[i * ldx + k]);
-            acc[i][0] = _mm512_fmadd_ps(a, b0, acc[i][0]);
-            acc[i][1] = _mm512_fmadd_ps(a, b1, acc[i][1]);
-            acc[i][2] = _mm512_fmadd_ps(a, b2, acc[i][2]);
-            acc[i][3] = _mm512_fmadd_ps(a, b3, acc[i][3]);
-        }
-    }
-    for (int i = 0; i < MR; i++) {
-        _mm512_storeu_ps(y0 + i * ldy, acc[i][0]);
-        _mm512_storeu_ps(y0 + i * ldy + 16, acc[i][1]);
-        for (int j = 0; j < 2; j++) _mm512_mask_storeu_ps(y1 + i * ldy + 16 * j, cols(16 * j, ncols1), acc[i][2 + j]);
-    }
-}
-
-#define ADASPEC_ROWS(F) F(1) F(2) F(3) F(4) F(5) F(6) F(7) F(8)
-
-void one_panel(int mr, const float *x, int64_t ldx, const uint16_t *w, int64_t K, float *y, int64_t ldy, int64_t nc) {
-    switch (mr) {
-#define ADASPEC_CASE(R) case R: tile<R>(x, ldx, w, K, y, ldy, nc); break;
-        ADASPEC_ROWS(ADASPEC_CASE)
-#undef ADASPEC_CASE
-    }
-}
-
-void two_panels(int mr, const float *x, int64_t ldx, const uint16_t *w0, const uint16_t *w1, int64_t K, float *y0,
-                float *y1, int64_t ldy, int64_t nc1) {
-    switch (mr) {
-#define ADASPEC_CASE(R) case R: tile2<R>(x, ldx, w0, w1, K, y0, y1, ldy, nc1); break;
-        ADASPEC_ROWS(ADASPEC_CASE)
+// `mr` (1..8) rows over `np` (1 or 2) panels, as tile<MR, NP>
+void rows(int mr, int np, const float *x, int64_t ldx, const uint16_t *const *w, int64_t K, float *const *y,
+          int64_t ldy, int64_t ncols) {
+    switch (mr * 2 + np - 1) {
+#define ADASPEC_CASE(R) \
+        case 2 * R: tile<R, 1>(x, ldx, w, K, y, ldy, ncols); break; \
+        case 2 * R + 1: tile<R, 2>(x, ldx, w, K, y, ldy, ncols); break;
+        ADASPEC_CASE(1) ADASPEC_CASE(2) ADASPEC_CASE(3) ADASPEC_CASE(4)
+        ADASPEC_CASE(5) ADASPEC_CASE(6) ADASPEC_CASE(7) ADASPEC_CASE(8)
 #undef ADASPEC_CASE
     }
 }
@@ -115,19 +94,17 @@ int adaspec_gemm_f16w(const float *x, int64_t M, int64_t K, int64_t ldx, const u
     if (M == 0) return 0;
     const int64_t P = (N + 31) / 32, nb = (M + MAX_BLOCK - 1) / MAX_BLOCK;
     const bool pairs = M >= 4;
-    for (int64_t p = 0; p < P; p += pairs && p + 1 < P ? 2 : 1) {
-        const bool pair = pairs && p + 1 < P;
-        const int64_t nc = N - p * 32 < 32 ? N - p * 32 : 32, nc1 = pair ? (N - (p + 1) * 32 < 32 ? N - (p + 1) * 32 : 32) : 0;
+    for (int64_t p = 0; p < P;) {
+        const int np = pairs && p + 1 < P ? 2 : 1;
+        const int64_t last = p + np - 1, nc = N - last * 32 < 32 ? N - last * 32 : 32;
+        const uint16_t *w_p[2] = {w + p * K * 32, w + last * K * 32};
         for (int64_t b = 0, r = 0; b < nb; b++) {
             const int mr = (int)(M / nb + (b < M % nb ? 1 : 0));
-            const float *xr = x + r * ldx;
-            float *yr = y + r * ldy + p * 32;
-            if (pair)
-                two_panels(mr, xr, ldx, w + p * K * 32, w + (p + 1) * K * 32, K, yr, yr + 32, ldy, nc1);
-            else
-                one_panel(mr, xr, ldx, w + p * K * 32, K, yr, ldy, nc);
+            float *y_p[2] = {y + r * ldy + p * 32, y + r * ldy + last * 32};
+            rows(mr, np, x + r * ldx, ldx, w_p, K, y_p, ldy, nc);
             r += mr;
         }
+        p += np;
     }
     return 0;
 }
