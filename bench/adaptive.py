@@ -62,7 +62,7 @@ if __package__ in (None, ""):
 from bench import common  # noqa: E402
 from bench.adaptive_calibration import calibration_fields, write_calibration_files  # noqa: E402
 from bench.adaptive_args import parse_args  # noqa: E402,F401  (re-exported: scripts call bench.adaptive.parse_args)
-from bench.adaptive_configs import VERIFY_FAMILIES, config_kind  # noqa: E402
+from bench.adaptive_configs import VERIFY_FAMILIES, config_kind, engine_of  # noqa: E402
 from bench.adaptive_hooks import measure  # noqa: E402
 from bench.adaptive_interleaved import measure_interleaved, repeat_ratios  # noqa: E402
 from bench.adaptive_isolated import IsolatedRunner, child_main, measure_pairs  # noqa: E402
@@ -73,7 +73,7 @@ from bench.common import fmt_hist, log  # noqa: E402
 def build_engines(args, dtype: str, files: dict, table_dir: Path, first: str | None = None) -> tuple[dict, dict]:
     """{engine name: LLM}, {engine name: calibration record}; the engine named `first` is built first
     (--paired alternates which of a pair's two engines a child builds first)."""
-    need = {config_kind(n)["engine"] for n in args.configs}
+    need = {engine_of(n, args.interleave) for n in args.configs}
     engines, calib = {}, {}
     base = dict(max_seqs=max(args.batch_sizes), max_model_len=args.max_model_len, threads=args.threads)
     adaptive_geometry = dict(graph_decode_batch_sizes=tuple(calibration_fields(args)["request_buckets"]))
@@ -115,6 +115,9 @@ def build_engines(args, dtype: str, files: dict, table_dir: Path, first: str | N
     for fam, (algo, w) in VERIFY_FAMILIES.items():
         if fam == "dspark7" and f"{fam}_full" in need:
             add(f"{fam}_full", algo, w)
+        for L in range(1, w):  # --interleave: a full-width engine per fixed verify length (engine_of)
+            if f"{fam}_L{L}" in need:
+                add(f"{fam}_L{L}", algo, w)
         table = table_dir / f"{fam}_{dtype}.json"
         for mode in ("sync", "async"):
             name = f"{fam}_{mode}"

@@ -34,3 +34,14 @@ def config_kind(name: str) -> dict:
     if rest.startswith("L") and rest[1:].isdigit() and 1 <= int(rest[1:]) < w:
         return {"engine": full_engine, "hook": ("prefix", int(rest[1:])), "family": fam}
     raise SystemExit(f"--configs: unknown configuration {name!r}")
+
+
+def engine_of(name: str, interleave: bool = False) -> str:
+    """The engine that serves configuration `name`. Under --interleave a fixed verify length L gets a full-width
+    engine of its own (built as `name`, its plan hook installed for the whole repeat), since its rounds alternate
+    with the full-width configuration's and the family's other lengths; otherwise it shares the family's
+    full-width engine and the hook is installed for its run only."""
+    kind = config_kind(name)
+    if interleave and kind["hook"] is not None and kind["hook"][0] == "prefix":
+        return name
+    return kind["engine"]

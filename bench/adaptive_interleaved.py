@@ -13,20 +13,21 @@ the clock differs: a configuration's time is the sum of its own `engine.step()` 
 other engines' rounds between two of its rounds are not charged to it. What it may change: the caches. Engines
 built by bench/adaptive.py share the target's weights (common.share_target_weights); each keeps its own KV cache
 and draft, so a round can start with less of its own state in cache than in a lone run. TPOT is not reported
-(each request's wall clock includes the other engines' rounds). Configurations that install a hook on a shared
-engine (fixed verify lengths, the oracle) cannot run at the same time as their engine's other configurations and
-are refused."""
+(each request's wall clock includes the other engines' rounds). A fixed verify length L runs on a full-width engine
+of its own with its plan hook installed for the repeat (adaptive_configs.engine_of); the oracle, whose reference is
+plain's finished output, is refused."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gc
 import time
 from typing import Sequence
 
 from bench import common
-from bench.adaptive_configs import config_kind
-from bench.adaptive_hooks import begin, finish
+from bench.adaptive_configs import config_kind, engine_of
+from bench.adaptive_hooks import Hook, begin, finish
 
 
 class _Stream:
@@ -86,14 +87,14 @@ def serve_interleaved(llms: dict, prompts: Sequence, batch_size: int, max_tokens
 
 
 def interleave_error(args) -> str | None:
-    """Why --interleave cannot run these arguments (None: it can). Refused before any work: a configuration with a
-    hook (fixed verify length, oracle), with schedule overlap, or two configurations of one engine (their rounds
+    """Why --interleave cannot run these arguments (None: it can). Refused before any work: the oracle, a
+    configuration with schedule overlap, or two configurations of one engine (their rounds
     would share it), the staggered stream (its arrivals run on one engine's clock), and --isolate / --paired (other
     designs)."""
-    hooked = [n for n in args.configs if config_kind(n)["hook"] is not None]
-    if hooked:
-        return (f"--interleave: {', '.join(hooked)} install a plan hook on a shared full-width engine and cannot be "
-                "interleaved; drop them from --configs or run without --interleave")
+    oracles = [n for n in args.configs if (config_kind(n)["hook"] or ("",))[0] == "oracle"]
+    if oracles:
+        return (f"--interleave: {', '.join(oracles)} verify against plain's finished greedy output, which an "
+                "interleaved repeat does not have before it runs; drop them from --configs or run without --interleave")
     overlapped = [n for n in args.configs if n.endswith("_async")]
     if overlapped:
         return (f"--interleave: {', '.join(overlapped)} overlap a round with the next step's scheduling (a worker "
@@ -101,7 +102,7 @@ def interleave_error(args) -> str | None:
                 "run without --interleave")
     by_engine: dict[str, list[str]] = {}
     for n in args.configs:
-        by_engine.setdefault(config_kind(n)["engine"], []).append(n)
+        by_engine.setdefault(engine_of(n, interleave=True), []).append(n)
     shared = [names for names in by_engine.values() if len(names) > 1]
     if shared:
         return f"--interleave: {' and '.join(shared[0])} are one engine; keep one of them in --configs"
@@ -117,9 +118,13 @@ def measure_interleaved(args, engines: dict, stream, B: int, rep: int) -> dict[s
     """One repeat: every configuration of --configs at once (round order alternating across repeats, as whole runs
     alternate without --interleave); {name: Run} with each adaptive run's controller figures (adaptive_hooks)."""
     order = common.alternating(args.configs, rep)
-    llms = {name: engines[config_kind(name)["engine"]] for name in order}
+    llms = {name: engines[engine_of(name, interleave=True)] for name in order}
     started = {name: begin(args, llm) for name, llm in llms.items()}
-    runs = serve_interleaved(llms, stream, B, args.max_tokens, args.ignore_eos, args.temperature)
+    with contextlib.ExitStack() as hooks:
+        for name, llm in llms.items():
+            if (hook := config_kind(name)["hook"]) is not None:  # a fixed verify length (the oracle is refused)
+                hooks.enter_context(Hook(llm, "prefix", L=hook[1]))
+        runs = serve_interleaved(llms, stream, B, args.max_tokens, args.ignore_eos, args.temperature)
     for name, run in runs.items():
         finish(llms[name], run, name, started[name])
     return runs

@@ -81,7 +81,8 @@ def test_paired_ratios_are_per_child_and_the_best_fixed_is_chosen_on_them():
 @pytest.mark.parametrize("argv, message", [
     (["--paired"], "--paired needs --isolate"),
     (["--isolate", "--paired", "--configs=plain,dspark7_oracle"], "does not measure oracle"),
-    (["--interleave", "--configs=plain,dspark7_L2"], "dspark7_L2 install a plan hook"),
+    (["--interleave", "--configs=plain,dspark7_oracle"], "dspark7_oracle verify against plain's finished"),
+    (["--interleave", "--configs=plain,dspark7_full,dspark7_L2,dspark7_sync"], None),  # L2: an engine of its own
     (["--interleave", "--configs=plain,dspark7_sync,dspark7_async"], "dspark7_async overlap a round"),
     (["--interleave", "--configs=plain,mtp_k5,mtp5_full", "--k_max=5"], None),  # one engine, measured once
     (["--interleave", "--configs=plain,mtp_k1", "--sources=mixed,staggered"], "staggered stream"),
@@ -91,7 +92,8 @@ def test_paired_and_interleave_are_refused_where_they_cannot_measure(argv, messa
     from bench.adaptive import parse_args
 
     if message is None:
-        assert parse_args(argv).configs == ["plain", "mtp_k5"]
+        args = parse_args(argv)
+        assert args.configs == [c for c in argv[1].partition("=")[2].split(",") if c != "mtp5_full"]
         return
     with pytest.raises(SystemExit) as e:
         parse_args(argv)
@@ -124,6 +126,41 @@ def test_interleaved_engines_serve_what_they_serve_alone_each_on_its_own_clock(t
     assert runs["a"].tokens == runs["b"].tokens == 30
     a.close()
     b.close()
+
+
+def test_interleaved_fixed_verify_length_runs_on_its_own_engine_with_its_hook(tiny_llama_dir):
+    """--interleave with a fixed verify length (issue 13, R-I3: every fixed setting in the interleaved grid): mtp5_L1
+    runs on a full-width engine of its own, its rounds verify at most one draft token per request while the
+    full-width engine's verify more, both give plain's greedy output, and the hook is gone after the repeat."""
+    from types import SimpleNamespace
+
+    from adaspec import LLM
+    from bench import common
+    from bench.adaptive_configs import engine_of
+    from bench.adaptive_interleaved import interleave_error, measure_interleaved
+    from tests.unit.replay_drafter import ReplayDrafter
+
+    prompts = [common.Prompt("code", f"p{i}", tuple(range(3 + i, 12 + 2 * i))) for i in range(3)]
+    plain = LLM(str(tiny_llama_dir), max_seqs_per_batch=2, max_model_len=128)
+    alone = common.serve(plain, prompts, 2, 12, ignore_eos=True)
+    refs = [list(p.ids) + out for p, out in zip(prompts, alone.outputs)]
+
+    def spec():
+        return LLM(str(tiny_llama_dir), drafter=ReplayDrafter(refs, max_steps=5, corrupt_every=7),
+                   speculative_algorithm="MTP", num_speculative_tokens=5, max_seqs_per_batch=2, max_model_len=128)
+    configs = ["plain", "mtp_k5", "mtp5_L1"]
+    engines = {"plain": plain, "mtp_k5": spec(), "mtp5_L1": spec()}
+    assert [engine_of(n, interleave=True) for n in configs] == configs
+    assert engine_of("mtp5_L1") == "mtp_k5"  # whole runs in turn share the full-width engine
+    args = SimpleNamespace(configs=configs, reset_controllers=True, max_tokens=12, ignore_eos=True, temperature=0.0,
+                           isolate=False, paired=False, sources=["code"])
+    assert interleave_error(args) is None
+    runs = measure_interleaved(args, engines, prompts, 2, 0)
+    assert runs["mtp_k5"].outputs == runs["mtp5_L1"].outputs == alone.outputs
+    assert runs["mtp5_L1"].stats["mean_rows_per_request"] <= 2.0 < runs["mtp_k5"].stats["mean_rows_per_request"]
+    assert engines["mtp5_L1"].engine.plan_transform is None
+    for llm in engines.values():
+        llm.close()
 
 
 def test_batch_policy_replay_charges_rows_and_draft_steps():
