@@ -5,10 +5,14 @@ means warmed shapes that the cost model is calibrated on. A round is costed at t
 bucket covering it (`pad_requests`, `pad_rows`); serving never adds a bucket.
 
 Target-row ladder per request bucket (split layout): every multiple of `Bcap` from `Bcap` (no
-drafts verified) to full width `Bcap * (w + 1)`, i.e. one bucket per average verify length, with
-G = 2 and 3 lifted to 4 at Bcap = 1 (fp32 products of 2-3 rows are slower than of 4 on these
-CPUs, NOTES.md). On CPU a round executes its exact rows (padding would only add real work);
-its cost is predicted at the covering bucket, an upper bound. Unified layout
+drafts verified) to full width `Bcap * (w + 1)`, i.e. one bucket per average verify length. On CPU a
+round executes its exact rows (padding would only add real work); its cost is predicted at the
+covering bucket, an upper bound. (Until stop 59, G = 2 and 3 were lifted to 4 at Bcap = 1, because
+MKL's fp32 products of 2-3 rows were slower than of 4, NOTES.md. But a round of 2 or 3 rows runs 2 or
+3 rows, so the lift priced it at 4 rows' cost: below its real cost on MKL, and above it on the
+fp16-weight kernels that are the CPU default now, where 2 and 3 rows cost 0.77x and 0.92x of 4 (all
+121 products: 11.0, 13.2, 14.3 ms). DSpark's verify at B = 1, which pays with 1-2 verified drafts,
+was priced at 3 and chose plain rounds; measured rows price every row count as it runs.) Unified layout
 (R-F6): per request count B, the first prepared buckets covering B, 2B, 4B and B * (w + 1).
 
 Which buckets to prepare is the engine's choice (`choose_prepared`). With no explicit request
@@ -16,7 +20,7 @@ buckets on a CPU device it prepares a sparse geometry, because there a bucket is
 the cost is measured, and the built-in calibration (R-F3: 8 + 3 x 32 rounds at every prepared point)
 of the dense one takes far longer than a start-up may (issue 13: 38 points, ~870 s of rounds alone
 for DSpark w = 7 at 16 slots on one core): request buckets 1, 4, 16, ... (x4) and the largest,
-target rows B, 2B and full width (`sparse_row_ladder`). Rows above the step's row budget
+target rows B, 2B and full width, and at Bcap = 1 every row count up to 4 (`sparse_row_ladder`). Rows above the step's row budget
 (`max_num_batched_tokens`) are never prepared: no round may compute them.
 """
 
@@ -38,21 +42,19 @@ CPU_BUCKET_FACTOR = 4
 
 
 def sparse_row_ladder(bcap: int, width: int) -> list[int]:
-    """B (no drafts), 2B (one per request on average) and full width B(w + 1); 2-3 rows lifted to 4."""
+    """B (no drafts), 2B (one per request on average) and full width B(w + 1); at Bcap = 1 also 3 and 4 rows,
+    where a lone request's useful verify lengths lie (a point at one request costs little to calibrate)."""
     full = bcap * (width + 1)
     rows = {bcap, min(2 * bcap, full), full}
     if bcap == 1:
-        rows = {4 if r in (2, 3) and full >= 4 else r for r in rows}
+        rows |= {r for r in (3, 4) if r < full}
     return sorted(rows)
 
 
 def split_row_ladder(bcap: int, width: int) -> list[int]:
-    step = bcap
+    """Every multiple of Bcap from Bcap to full width B(w + 1)."""
     full = bcap * (width + 1)
-    rows = sorted(set(range(bcap, full, step)) | {full})
-    if bcap == 1:
-        rows = sorted({4 if r in (2, 3) and full >= 4 else r for r in rows})
-    return rows
+    return sorted(set(range(bcap, full, bcap)) | {full})
 
 
 def first_covering(buckets, value: int) -> int | None:
@@ -133,7 +135,7 @@ def choose_prepared(max_seqs: int, width: int, device_type: str, explicit: tuple
     what = [f"request buckets {list(geo.request_buckets)} instead of {list(dense.request_buckets)}" if fewer_buckets
             else f"request buckets {list(geo.request_buckets)} (all of them, for {slots})"]
     if not (unified or step_mode):
-        what.append("target rows B, 2B, full width instead of every multiple of B")
+        what.append("target rows B, 2B, full width (and 3, 4 at one request) instead of every multiple of B")
     why = (f"sparse CPU geometry: on a CPU device a prepared bucket only says where costs are measured "
            f"(rounds run their exact rows, nothing is captured), so the engine prepares " + " and ".join(what)
            + f" ({points(geo)} calibration points instead of {points(dense)}), which keeps the built-in calibration "

@@ -42,10 +42,16 @@ def sparse_target_rows(buckets, width: int) -> dict[str, list[int]]:
         from adaspec.runner.buckets import PreparedGeometry
 
     geometry = PreparedGeometry.build(list(buckets), width)
+    try:  # and the product's own sparse rows (at B = 1: 1-4 and full width)
+        from adaspec.geometry import sparse_row_ladder
+    except ImportError:  # older layout
+        sparse_row_ladder = None
     out = {}
     for b in buckets:
-        out[str(b)] = sorted({g for x in (b, 2 * b, 4 * b, b * (width + 1))
-                              if (g := geometry.pad_rows(b, x)) is not None})
+        rows = {g for x in (b, 2 * b, 4 * b, b * (width + 1)) if (g := geometry.pad_rows(b, x)) is not None}
+        if sparse_row_ladder is not None:
+            rows |= set(sparse_row_ladder(b, width))
+        out[str(b)] = sorted(rows)
     return out
 
 

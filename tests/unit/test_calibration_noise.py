@@ -205,8 +205,9 @@ def test_eta_prices_remaining_rounds_by_measured_costs():
 def test_sparse_cpu_geometry_and_why():
     geo, why = choose_prepared(16, 7, "cpu")
     assert geo.request_buckets == (1, 4, 16)
-    assert geo.target_rows == {1: (1, 4, 8), 4: (4, 8, 32), 16: (16, 32, 128)}
-    assert "sparse CPU geometry" in why and "9 calibration points instead of 38" in why
+    # at one request every row count up to 4 runs as itself (no lift of 2-3 rows to 4: stop 59)
+    assert geo.target_rows == {1: (1, 2, 3, 4, 8), 4: (4, 8, 32), 16: (16, 32, 128)}
+    assert "sparse CPU geometry" in why and "11 calibration points instead of 40" in why
     for explicit, device in (((1, 2, 4, 8, 16), "cpu"), (None, "cuda")):
         dense, none = choose_prepared(16, 7, device, explicit)
         assert none is None and dense.request_buckets == (1, 2, 4, 8, 16) and len(dense.target_rows[16]) == 8
