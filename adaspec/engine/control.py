@@ -253,9 +253,16 @@ class AdaptiveControl:
                          draft_only=subset)
 
     def _greedy_ceiling(self, decoding, stop: float) -> bool:
-        """Whether a speculating batch runs at the ceiling k_max (policy.greedy_ceiling): the confidence stop is on
-        and the batch is one greedy request."""
-        return (stop > 0 and self.step.policy.greedy_ceiling and len(decoding) == 1
+        """Whether a speculating batch runs at the ceiling k_max (policy.greedy_ceiling): a drafter decides each
+        request's depth itself (the MTP draft with the confidence stop on; MTP+Suffix, whose value rule picks each
+        request's source and MTP depth, drafts/hybrid.py) and the batch is one greedy request.
+
+        MTP+Suffix (stop 59): its rounds verify a Suffix match at no draft cost, or an MTP draft at the depth of best
+        value, so the table's k (calibrated on synthetic requests, which never match) prices neither, and the window's
+        acceptance mixes both sources. On the held-out mixed stream at one request the draft step kept k = 1 in 91%
+        of batches and ran 1.389x plain where a fixed k = 5 ran 1.655x (0.836x; `BENCHMARKS.md`, stop 59)."""
+        own_depth = stop > 0 or self.algorithm == "MTP+Suffix"
+        return (own_depth and self.step.policy.greedy_ceiling and len(decoding) == 1
                 and decoding[0].params.temperature == 0)
 
     # a request's acceptance relative to its batch's is shrunk towards 1 by this many draft tokens at the batch's rate

@@ -119,3 +119,34 @@ def test_a_cost_check_at_k0_runs_plain_k1_never_the_ceiling(tiny_llama_dir, tmp_
     drafting = [p for p in rounds if p.num_steps]
     assert drafting and all(p.num_steps == 1 and p.cost_check and not p.ceiling for p in drafting)
     assert ctl.summary()["ceiling_batches"] == 0
+
+
+@pytest.mark.parametrize("case", ["greedy", "two_requests"])
+def test_mtp_suffix_drafts_to_the_ceiling_without_the_stop(tiny_llama_dir, tmp_path, reference, case):
+    """MTP+Suffix (stop 59): its value rule picks each request's source and MTP depth (drafts/hybrid.py), so one greedy
+    request that the controller runs at k >= 1 drafts up to k_max with no confidence stop (the stop reads the MTP
+    draft's probabilities only); a batch of two keeps the controller's k. Lossless (R-B2)."""
+    from adaspec.drafts.hybrid import MTPSuffixDrafter
+
+    params, ref = reference
+    refs = [o.prompt_token_ids + o.token_ids for o in ref]
+    config = tmp_path / "step.json"
+    config.write_text(json.dumps({"version": 1, "policy": {"window_size": 4, "update_interval": 2}, "calibration": CAL}))
+    llm = LLM(str(tiny_llama_dir), drafter=MTPSuffixDrafter(ReplayDrafter(refs, max_steps=7)), max_seqs_per_batch=4,
+              max_num_batched_tokens=32, max_model_len=320, graph_decode_batch_sizes=(1, 2, 4),
+              speculative_algorithm="MTP+Suffix", num_speculative_tokens=WIDTH, enable_adaptive_draft_step=True,
+              adaptive_draft_step_config=str(config))
+    eng = llm.engine
+    install_cheap_costs(eng)
+    rounds, _ = _k1_and_record(eng)
+    prompts = PROMPTS if case == "two_requests" else PROMPTS[:1]
+    outs = llm.generate(prompts, [params] * len(prompts))
+    assert [o.token_ids for o in outs] == [o.token_ids for o in ref[: len(prompts)]]
+    drafting = [p for p, _ in rounds if p.num_steps]
+    assert all(p.stop_below == 0 for p in drafting)
+    if case == "greedy":
+        assert drafting and all(p.num_steps == WIDTH and p.ceiling for p in drafting)
+        assert eng.control.summary()["ceiling_batches"] == len(drafting)
+    else:
+        pairs = [p for p in drafting if len(p.verify_lens) == 2]
+        assert pairs and all(p.num_steps == 1 and not p.ceiling for p in pairs)
