@@ -5,7 +5,8 @@ In one process, on held-out prompts (code, chat, prose, and a mixed stream inter
 copy-heavy set; `staggered`, the mixed stream with request i arriving i x --arrival_gap seconds of
 CPU time after the start, so requests join and leave a batch of changing size), greedy or --temperature:
 
-- MTP draft step: adaptive (`enable_adaptive_draft_step`) vs every fixed k = 1..k_max and plain;
+- MTP draft step: adaptive (`enable_adaptive_draft_step`) vs every fixed k = 1..k_max and plain; the same for the
+  MTP+Suffix draft (`hyb_*`);
 - adaptive target verify for DSpark w=7 and MTP w=5: synchronous (`enable_adaptive_target_verify`)
   and asynchronous (`+ enable_schedule_overlap`) vs full width, vs every fixed verify length
   L < w (the draft still proposes w tokens, the target verifies min(L, cap) of them), and vs an
@@ -14,7 +15,8 @@ CPU time after the start, so requests join and leave a batch of changing size), 
 Configuration names (--configs): `plain`, `mtp_k1`..`mtp_kK` (fixed k; `mtp_kK` with K = w = 5 is
 also MTP w=5 full width), `mtp_step` (adaptive draft step; `mtp_step_sym` the same with the symmetric k = 0 rule of
 R-C2, policy `zero_confidence` 0, for A/B; `mtp_step_alt` with the policy fields of --alt_step_policy, with
---alt_shares_table priced by `mtp_step`'s start-up table), and per verify family F in
+--alt_shares_table priced by `mtp_step`'s start-up table), `hyb_k1`..`hyb_kK` and `hyb_step` (the MTP+Suffix draft,
+issue 10: fixed k, and the adaptive draft step over it), and per verify family F in
 {`dspark7`, `mtp5`}: `F_full`, `F_L1`..`F_L{w-1}`, `F_sync`, `F_async`, `F_oracle`
 (`mtp5_full` is the `mtp_k5` engine, measured once).
 
@@ -83,7 +85,7 @@ def build_engines(args, dtype: str, files: dict, table_dir: Path, first: str | N
         pending.append((name, algo, width, flags))
 
     def build(name, algo, width, **flags):
-        draft = args.mtp_draft if algo == "MTP" else args.dspark_draft if algo == "DSpark" else None
+        draft = args.mtp_draft if algo in ("MTP", "MTP+Suffix") else args.dspark_draft if algo == "DSpark" else None
         t0 = time.perf_counter()
         engines[name] = common.build_llm(dtype, algo, width, draft, **base, **flags)
         took = time.perf_counter() - t0
@@ -112,6 +114,12 @@ def build_engines(args, dtype: str, files: dict, table_dir: Path, first: str | N
         if name in need:
             add(name, "MTP", args.k_max, enable_adaptive_draft_step=True,
                 adaptive_draft_step_config=str(files[cfg]), **adaptive_geometry)
+    for k in range(1, args.k_max + 1):  # MTP+Suffix (issue 10): fixed k, then the draft step over it
+        if f"hyb_k{k}" in need:
+            add(f"hyb_k{k}", "MTP+Suffix", k)
+    if "hyb_step" in need:
+        add("hyb_step", "MTP+Suffix", args.k_max, enable_adaptive_draft_step=True,
+            adaptive_draft_step_config=str(files["step"]), **adaptive_geometry)
     for fam, (algo, w) in VERIFY_FAMILIES.items():
         if fam == "dspark7" and f"{fam}_full" in need:
             add(f"{fam}_full", algo, w)

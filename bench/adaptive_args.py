@@ -20,7 +20,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--configs", default="all",
                    help="comma-separated configuration names (see the module docstring) or 'all'; plain is always "
                         "added (baseline and greedy reference)")
-    p.add_argument("--k_max", type=int, default=5, help="MTP k_max of the draft-step family (fixed k = 1..k_max)")
+    p.add_argument("--k_max", type=int, default=5,
+                   help="k_max of the draft-step families, MTP and MTP+Suffix (fixed k = 1..k_max)")
     p.add_argument("--batch_sizes", default="1,4,8,16", help="comma-separated: most requests running at once")
     p.add_argument("--dtypes", default="float32,bfloat16", help="comma-separated: float32, bfloat16")
     p.add_argument("--sources", default="code,chat,prose,mixed",
@@ -88,7 +89,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     names = all_configs(args.k_max) if args.configs == "all" else common.parse_list(args.configs, str, name="configs")
     for n in names:
         config_kind(n)
-        if n.startswith("mtp_k") and not (n[5:].isdigit() and 1 <= int(n[5:]) <= args.k_max):
+        if n.startswith(("mtp_k", "hyb_k")) and not (n[5:].isdigit() and 1 <= int(n[5:]) <= args.k_max):
             p.error(f"--configs: {n} is outside k = 1..--k_max ({args.k_max})")
     names = ["mtp_k5" if n == "mtp5_full" else n for n in names]  # one engine, one measurement
     names = ["plain"] + [n for n in dict.fromkeys(names) if n != "plain"]

@@ -7,6 +7,7 @@ VERIFY_FAMILIES = {"dspark7": ("DSpark", 7), "mtp5": ("MTP", 5)}
 
 def all_configs(k_max: int) -> list[str]:
     names = ["plain"] + [f"mtp_k{k}" for k in range(1, k_max + 1)] + ["mtp_step", "mtp_step_sym", "mtp_step_alt"]
+    names += [f"hyb_k{k}" for k in range(1, k_max + 1)] + ["hyb_step"]
     for fam, (_, w) in VERIFY_FAMILIES.items():
         names += [f"{fam}_full"] + [f"{fam}_L{L}" for L in range(1, w)] + [f"{fam}_sync", f"{fam}_async", f"{fam}_oracle"]
     return names
@@ -20,6 +21,8 @@ def config_kind(name: str) -> dict:
         return {"engine": name, "hook": None, "family": "mtp_step"}
     if name in ("mtp_step", "mtp_step_sym", "mtp_step_alt"):
         return {"engine": name, "hook": None, "family": "mtp_step"}
+    if name.startswith("hyb_k") or name == "hyb_step":  # MTP+Suffix: fixed k, and the draft step over it
+        return {"engine": name, "hook": None, "family": "hyb_step"}
     fam, _, rest = name.partition("_")
     if fam not in VERIFY_FAMILIES:
         raise SystemExit(f"--configs: unknown configuration {name!r}")

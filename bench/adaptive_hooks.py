@@ -9,7 +9,8 @@
   matches the plain engine's greedy reference (every verified row is accepted, in float32);
 - controller time: the adaptive control's `plan` / `observe` and the verify controller's
   `admit` / `allocate` are wrapped with timers on the instances (dropped again by `unwrap_timers`);
-- cold controllers before every run: `AdaptiveControl.reset()` (same table, policy, geometry, lag).
+- cold controllers before every run: `AdaptiveControl.reset()` (same table, policy, geometry, lag), and the
+  drafter's feedback (`reset_feedback()`: Suffix, MTP+Suffix).
 """
 
 from __future__ import annotations
@@ -143,8 +144,11 @@ def _chosen(ctl) -> Counter:
 
 
 def begin(args, llm):
-    """Before a measured run of `llm`: cold controllers (--reset_controllers), fresh controller timers; returns what
-    `finish` needs (None for an engine without adaptive control)."""
+    """Before a measured run of `llm`: cold controllers and drafter feedback (--reset_controllers: the Suffix drafts'
+    score estimates and the hybrid's MTP window back to their priors), fresh controller timers; returns what `finish`
+    needs (None for an engine without adaptive control)."""
+    if args.reset_controllers and hasattr(llm.engine.drafter, "reset_feedback"):
+        llm.engine.drafter.reset_feedback()
     ctl = llm.engine.control
     if ctl is None:
         return None

@@ -61,6 +61,10 @@ def family_members(fam: str, names, k_max: int) -> dict:
         fixed = ["plain"] + [f"mtp_k{k}" for k in range(1, k_max + 1)]
         return {"fixed": [n for n in fixed if n in names], "full": f"mtp_k{k_max}", "oracle": "mtp5_oracle",
                 "adaptive": [n for n in ("mtp_step", "mtp_step_sym", "mtp_step_alt") if n in names]}
+    if fam == "hyb_step":  # MTP+Suffix: no oracle
+        fixed = ["plain"] + [f"hyb_k{k}" for k in range(1, k_max + 1)]
+        return {"fixed": [n for n in fixed if n in names], "full": f"hyb_k{k_max}", "oracle": None,
+                "adaptive": ["hyb_step"] if "hyb_step" in names else []}
     w = VERIFY_FAMILIES[fam][1]
     full = f"mtp_k{w}" if fam == "mtp5" else f"{fam}_full"
     fixed = ["plain", full] + [f"{fam}_L{L}" for L in range(1, w)]  # plain included (issue 13: the floor)
@@ -78,7 +82,7 @@ def target_rows(args, cells: dict) -> list[dict]:
     out = []
     measured = set(args.configs)
     for (dtype, source, B), rows in cells.items():
-        for fam in ("mtp_step", "dspark7", "mtp5"):
+        for fam in ("mtp_step", "hyb_step", "dspark7", "mtp5"):
             m = family_members(fam, measured, args.k_max)
             fixed = [rows[n] for n in m["fixed"] if n in rows]
             for a in m["adaptive"]:
@@ -89,7 +93,7 @@ def target_rows(args, cells: dict) -> list[dict]:
                 any_fixed = [x for n, x in rows.items() if not n.endswith(("_sync", "_async", "_oracle", "_step"))]
                 best_any = max(any_fixed, key=lambda x: x["tok_s"])
                 full = rows.get(m["full"])
-                oracle = rows.get(m["oracle"])
+                oracle = rows.get(m["oracle"]) if m["oracle"] else None
                 paired = {}
                 if "paired" in r:  # the same comparison on the medians of per-child ratios to plain
                     pbest = max(fixed, key=lambda x: x["paired"]["median"])
@@ -195,7 +199,7 @@ def plot(args, cells: dict, out_dir: Path) -> list[str]:
             keys = [(dtype, source, B) for B in args.batch_sizes if (dtype, source, B) in cells]
             if not keys:
                 continue
-            fams = [f for f in ("mtp_step", "dspark7", "mtp5")
+            fams = [f for f in ("mtp_step", "hyb_step", "dspark7", "mtp5")
                     if family_members(f, measured, args.k_max)["adaptive"]]
             if not fams:
                 continue
@@ -207,7 +211,8 @@ def plot(args, cells: dict, out_dir: Path) -> list[str]:
                 m = family_members(fam, measured, args.k_max)
                 lines = [("plain", dict(color="black", lw=1.5))]
                 lines += [(n, dict(color="0.6", lw=0.8, alpha=0.8)) for n in m["fixed"] if n not in ("plain", m["full"])]
-                lines += [(m["full"], dict(color="C0", lw=1.5)), (m["oracle"], dict(color="C2", ls="--", lw=1.5))]
+                lines += [(m["full"], dict(color="C0", lw=1.5))]
+                lines += [(m["oracle"], dict(color="C2", ls="--", lw=1.5))] if m["oracle"] else []
                 lines += [(a, dict(color="C1" if a.endswith("_async") else "C3", lw=2.2, marker="o"))
                           for a in m["adaptive"]]
                 for n, style in lines:
@@ -222,7 +227,8 @@ def plot(args, cells: dict, out_dir: Path) -> list[str]:
                 ax.set_xticklabels([str(b) for b in args.batch_sizes])
                 ax.set_xlabel("batch size (most running requests)")
                 ax.set_ylabel("output tokens/s")
-                ax.set_title({"mtp_step": "MTP adaptive draft step", "dspark7": "DSpark w=7 adaptive verify",
+                ax.set_title({"mtp_step": "MTP adaptive draft step", "hyb_step": "MTP+Suffix adaptive draft step",
+                              "dspark7": "DSpark w=7 adaptive verify",
                               "mtp5": "MTP w=5 adaptive verify"}[fam], fontsize=9)
                 ax.grid(True, alpha=0.3)
                 ax.legend(fontsize=6, loc="upper left")

@@ -76,6 +76,14 @@ def test_paired_ratios_are_per_child_and_the_best_fixed_is_chosen_on_them():
     assert t["best_fixed"] == "mtp_k1" and t["paired_best_fixed"] == "plain"
     assert t["paired_vs_best_fixed"] == pytest.approx(0.9975)
     assert t["paired_range"] == [0.99, 1.01]
+    # MTP+Suffix is its own family: hyb_step against plain and hyb_k*, the best of any fixed setting beside it
+    rows = {"plain": row("plain", 100.0), "mtp_k1": row("mtp_k1", 130.0), "hyb_k1": row("hyb_k1", 150.0),
+            "hyb_step": row("hyb_step", 147.0), "mtp_step": row("mtp_step", 128.0)}
+    args = SimpleNamespace(configs=list(rows), k_max=1)
+    by_mode = {t["adaptive"]: t for t in target_rows(args, {("float32", "mixed", 1): rows})}
+    assert by_mode["hyb_step"]["best_fixed"] == "hyb_k1" and by_mode["hyb_step"]["vs_best_fixed"] == pytest.approx(0.98)
+    assert by_mode["mtp_step"]["best_fixed"] == "mtp_k1" and by_mode["mtp_step"]["best_any_fixed"] == "hyb_k1"
+    assert by_mode["hyb_step"]["vs_oracle"] is None
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -83,6 +91,8 @@ def test_paired_ratios_are_per_child_and_the_best_fixed_is_chosen_on_them():
     (["--isolate", "--paired", "--configs=plain,dspark7_oracle"], "does not measure oracle"),
     (["--interleave", "--configs=plain,dspark7_oracle"], "dspark7_oracle verify against plain's finished"),
     (["--interleave", "--configs=plain,dspark7_full,dspark7_L2,dspark7_sync"], None),  # L2: an engine of its own
+    (["--interleave", "--configs=plain,hyb_k2,hyb_step,mtp_step"], None),  # MTP+Suffix, fixed and adaptive
+    (["--configs=plain,hyb_k7"], "hyb_k7 is outside k = 1..--k_max"),
     (["--interleave", "--configs=plain,dspark7_sync,dspark7_async"], "dspark7_async overlap a round"),
     (["--interleave", "--configs=plain,mtp_k5,mtp5_full", "--k_max=5"], None),  # one engine, measured once
     (["--interleave", "--configs=plain,mtp_k1", "--sources=mixed,staggered"], "staggered stream"),
