@@ -25,15 +25,6 @@ from .verify_budget import (BudgetDecision, CostFn, PadRowsFn, allocate_in_budge
                             full_width_rows, sync_admission, sync_gain_from_lagged, verify_caps)
 
 
-# The synchronous draft gate (predicts_gain, adaptive/floor.py; adaspec's extension) averages the newest lagged rounds
-# that hold at least this many request-rounds, not the newest round alone (`budget_window`, which R-D4's budget
-# keeps). A skipped round returns no scores, so the round the gate last read decides every later round until a
-# probe: at one request that is one request's 7 candidates, and one unconfident round kept DSpark w = 7 plain in
-# 83-97% of the rounds at B = 1, 0.86x its best fixed verify length on prose and 0.95x on the mixed stream
-# (BENCHMARKS.md, stop 59). At B >= 16 it is the newest round, as before.
-GATE_REQUESTS = 16
-
-
 # ---- controller -------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class VerifyDecision:
@@ -91,7 +82,6 @@ class VerifyController:
         self.feedback: LaggedFeedback[np.ndarray] = LaggedFeedback(lag)
         self._memo: dict[tuple, BudgetDecision] = {}
         self.lagged: deque[np.ndarray] = deque(maxlen=budget_window)  # newest visible rounds' P
-        self.gate_lagged: deque[np.ndarray] = deque(maxlen=GATE_REQUESTS)  # the sync gate's rounds (GATE_REQUESTS)
         self.decisions: deque[VerifyDecision] = deque(maxlen=history)
         self.g_histogram: Counter[int] = Counter()
 
@@ -167,7 +157,6 @@ class VerifyController:
         new = [P for P in self.feedback.release(round_id) if P.shape[0] > 0]
         if new:
             self.lagged.extend(new)
-            self.gate_lagged.extend(new)
             self._memo.clear()  # the estimate changed
 
     def _budget(self, B: int, bcap: int, cap: int | None, kv_len: int | None, token_value: float = 1.0,
@@ -180,8 +169,6 @@ class VerifyController:
         if d is None:
             cold = not self.lagged
             lagged = list(self.lagged) if not cold else [np.tile(self.prior_rate ** np.arange(1, self.width + 1), (B, 1))]
-            if early_stop and not cold:
-                lagged = self._gate_rounds()
             if early_stop:
                 d = sync_gain_from_lagged(lagged, B, bcap, self.cost_ms, self.pad_rows, width=self.width,
                                           max_candidates=cap, plain_cost=self._plain(bcap, kv_len),
@@ -196,16 +183,6 @@ class VerifyController:
                 self._memo.clear()
             self._memo[key] = d
         return d
-
-    def _gate_rounds(self) -> list[np.ndarray]:
-        """The newest lagged rounds holding at least GATE_REQUESTS request-rounds (all of them while fewer)."""
-        out, held = [], 0
-        for P in reversed(self.gate_lagged):
-            out.append(P)
-            held += P.shape[0]
-            if held >= GATE_REQUESTS:
-                break
-        return out
 
     def _plain(self, bcap: int, kv_len: int | None) -> float | None:
         return self.plain_ms(bcap, kv_len) if self.plain_ms is not None else None

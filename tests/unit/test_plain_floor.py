@@ -82,33 +82,6 @@ def test_sync_gate_predicts_from_lagged_rounds_only():
     assert sure.predicts_gain(3, round_id=1)  # no request bucket for 3: draft (full-width fallback)
 
 
-def test_sync_gate_averages_the_newest_rounds_holding_gate_requests():
-    """Stop 59: the sync gate reads the newest lagged rounds holding >= GATE_REQUESTS request-rounds, not the newest
-    round alone: at one request a single unconfident round no longer turns every later round plain until a probe.
-    A round of GATE_REQUESTS requests fills the window alone (at B >= 16 the gate reads what it read before)."""
-    from adaspec.adaptive.verify_controller import GATE_REQUESTS
-
-    ctrl = _controller(extra_row_cost=1.2)
-    for r in range(GATE_REQUESTS - 1):
-        ctrl.observe(np.full((1, 5), 0.9), round_id=r)
-    ctrl.observe(np.full((1, 5), 0.1), round_id=GATE_REQUESTS - 1)
-    # the early stop's first row pays when the mean top path probability S1 > 0.2: (1 + S1) / 1.2 > 1 / 1
-    rid = GATE_REQUESTS
-    assert ctrl.predicts_gain(1, round_id=rid)  # S1 = (15 * 0.9 + 0.1) / 16; the newest round alone: 0.1
-    for r in range(rid, rid + GATE_REQUESTS - 4):
-        ctrl.observe(np.full((1, 5), 0.1), round_id=r)
-    rid += GATE_REQUESTS - 4
-    assert ctrl.predicts_gain(1, round_id=rid)  # 3 confident rounds among the newest 16: S1 = 4.0 / 16
-    for r in range(rid, rid + 2):
-        ctrl.observe(np.full((1, 5), 0.1), round_id=r)
-    assert not ctrl.predicts_gain(1, round_id=rid + 2)  # 1 confident round among them: S1 = 2.4 / 16
-    wide = _controller(extra_row_cost=1.2)
-    for r in range(8):
-        wide.observe(np.full((1, 5), 0.9), round_id=r)
-    wide.observe(np.full((GATE_REQUESTS, 5), 0.1), round_id=8)
-    assert not wide.predicts_gain(1, round_id=9)  # the 16-request round alone
-
-
 class CountingDrafter:
     """Wraps the replay drafter and counts the proposing calls (refresh-only calls would be counted too)."""
 
