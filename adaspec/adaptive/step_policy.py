@@ -78,8 +78,9 @@ class StepPolicy:
     # 0.997-1.080x the controller without it there (median 1.009x, 9 repeats); code 0.989-1.004x, chat 0.992-1.002x,
     # prose (whose drafts mostly go deep anyway) 0.988-0.997x (BENCHMARKS.md stop 52). Greedy only: the stop's
     # threshold was measured at temperature 0, and at T = 0.8 every k >= 1 at the ceiling ran 0.975-0.993x; one request
-    # only: a batch's draft goes on while any request is confident (B = 4: 0.984-0.991x; both stop 51). False = the
-    # controller's k is the ceiling (R-C1)
+    # only: a batch's draft goes on while any request is confident (B = 4: 0.984-0.991x; both stop 51). The MTP+Suffix
+    # draft gets it without the stop: its value rule picks each request's source and depth (engine/control.py,
+    # stop 59). False = the controller's k is the ceiling (R-C1)
     greedy_ceiling: bool = True
     # per_request's estimate shrinks each request's own rates towards the rates of the latest batches holding at least
     # this many drafts of every request (the population, batch_acceptance.py), never aged, instead of the window's
