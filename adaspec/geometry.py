@@ -11,8 +11,8 @@ covering bucket, an upper bound. (Until stop 59, G = 2 and 3 were lifted to 4 at
 MKL's fp32 products of 2-3 rows were slower than of 4, NOTES.md. But a round of 2 or 3 rows runs 2 or
 3 rows, so the lift priced it at 4 rows' cost: below its real cost on MKL, and above it on the
 fp16-weight kernels that are the CPU default now, where 2 and 3 rows cost 0.77x and 0.92x of 4 (all
-121 products: 11.0, 13.2, 14.3 ms). DSpark's verify at B = 1, which pays with 1-2 verified drafts,
-was priced at 3 and chose plain rounds; measured rows price every row count as it runs.) Unified layout
+121 products: 11.0, 13.2, 14.3 ms). Measured rows price every row count as it runs; for DSpark's
+verify at B = 1 that alone changed little, BENCHMARKS.md stop 59.) Unified layout
 (R-F6): per request count B, the first prepared buckets covering B, 2B, 4B and B * (w + 1).
 
 Which buckets to prepare is the engine's choice (`choose_prepared`). With no explicit request
@@ -20,8 +20,8 @@ buckets on a CPU device it prepares a sparse geometry, because there a bucket is
 the cost is measured, and the built-in calibration (R-F3: 8 + 3 x 32 rounds at every prepared point)
 of the dense one takes far longer than a start-up may (issue 13: 38 points, ~870 s of rounds alone
 for DSpark w = 7 at 16 slots on one core): request buckets 1, 4, 16, ... (x4) and the largest,
-target rows B, 2B and full width, and at Bcap = 1 every row count up to 4 (`sparse_row_ladder`). Rows above the step's row budget
-(`max_num_batched_tokens`) are never prepared: no round may compute them.
+target rows B, 2B and full width, and at Bcap = 1 every row count up to 4 (`sparse_row_ladder`). Rows
+above the step's row budget (`max_num_batched_tokens`) are never prepared: no round may compute them.
 """
 
 from __future__ import annotations
