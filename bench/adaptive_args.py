@@ -9,7 +9,7 @@ import json
 
 from adaspec.calibration.schema import DraftStepPolicy
 from bench import common
-from bench.adaptive_configs import all_configs, config_kind
+from bench.adaptive_configs import STEP_FAMILIES, all_configs, config_kind
 from bench.adaptive_interleaved import interleave_error
 
 
@@ -89,8 +89,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     names = all_configs(args.k_max) if args.configs == "all" else common.parse_list(args.configs, str, name="configs")
     for n in names:
         config_kind(n)
-        if n.startswith(("mtp_k", "hyb_k")) and not (n[5:].isdigit() and 1 <= int(n[5:]) <= args.k_max):
-            p.error(f"--configs: {n} is outside k = 1..--k_max ({args.k_max})")
+        for fam in STEP_FAMILIES.values():
+            k = n[len(fam.fixed):]
+            if n.startswith(fam.fixed) and not (k.isdigit() and 1 <= int(k) <= args.k_max):
+                p.error(f"--configs: {n} is outside k = 1..--k_max ({args.k_max})")
     names = ["mtp_k5" if n == "mtp5_full" else n for n in names]  # one engine, one measurement
     names = ["plain"] + [n for n in dict.fromkeys(names) if n != "plain"]
     oracles = [n for n in names if (config_kind(n)["hook"] or ("",))[0] == "oracle"]

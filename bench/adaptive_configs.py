@@ -2,12 +2,26 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
+
+class StepFamily(NamedTuple):
+    """A draft-step family: fixed k = 1..k_max (`{fixed}{k}`) and the adaptive draft step's configurations."""
+    fixed: str  # name prefix of the fixed-k configurations
+    adaptive: tuple[str, ...]
+    oracle: str | None  # the oracle the report compares with (None: none)
+
+
+STEP_FAMILIES = {"mtp_step": StepFamily("mtp_k", ("mtp_step", "mtp_step_sym", "mtp_step_alt"), "mtp5_oracle"),
+                 "hyb_step": StepFamily("hyb_k", ("hyb_step",), None)}  # MTP+Suffix (issue 10)
 VERIFY_FAMILIES = {"dspark7": ("DSpark", 7), "mtp5": ("MTP", 5)}
+FAMILIES = (*STEP_FAMILIES, *VERIFY_FAMILIES)  # every family the report compares within, in its order
 
 
 def all_configs(k_max: int) -> list[str]:
-    names = ["plain"] + [f"mtp_k{k}" for k in range(1, k_max + 1)] + ["mtp_step", "mtp_step_sym", "mtp_step_alt"]
-    names += [f"hyb_k{k}" for k in range(1, k_max + 1)] + ["hyb_step"]
+    names = ["plain"]
+    for fam in STEP_FAMILIES.values():
+        names += [f"{fam.fixed}{k}" for k in range(1, k_max + 1)] + list(fam.adaptive)
     for fam, (_, w) in VERIFY_FAMILIES.items():
         names += [f"{fam}_full"] + [f"{fam}_L{L}" for L in range(1, w)] + [f"{fam}_sync", f"{fam}_async", f"{fam}_oracle"]
     return names
@@ -17,12 +31,9 @@ def config_kind(name: str) -> dict:
     """What a configuration name means: engine, hook, family."""
     if name == "plain":
         return {"engine": "plain", "hook": None, "family": None}
-    if name.startswith("mtp_k"):
-        return {"engine": name, "hook": None, "family": "mtp_step"}
-    if name in ("mtp_step", "mtp_step_sym", "mtp_step_alt"):
-        return {"engine": name, "hook": None, "family": "mtp_step"}
-    if name.startswith("hyb_k") or name == "hyb_step":  # MTP+Suffix: fixed k, and the draft step over it
-        return {"engine": name, "hook": None, "family": "hyb_step"}
+    for fam, members in STEP_FAMILIES.items():  # k range checked by parse_args
+        if name.startswith(members.fixed) or name in members.adaptive:
+            return {"engine": name, "hook": None, "family": fam}
     fam, _, rest = name.partition("_")
     if fam not in VERIFY_FAMILIES:
         raise SystemExit(f"--configs: unknown configuration {name!r}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench import common
-from bench.adaptive_configs import VERIFY_FAMILIES
+from bench.adaptive_configs import FAMILIES, STEP_FAMILIES, VERIFY_FAMILIES
 from bench.common import fmt, fmt_hist, fmt_ratio, log, markdown_table, median
 
 def summarize_cell(args, dtype, B, source, runs: dict) -> dict:
@@ -57,14 +57,11 @@ def add_paired(rows: dict, ratios: dict) -> None:
 def family_members(fam: str, names, k_max: int) -> dict:
     """fixed settings, full width, oracle and adaptive configurations of a family that were measured."""
     names = set(names)
-    if fam == "mtp_step":
-        fixed = ["plain"] + [f"mtp_k{k}" for k in range(1, k_max + 1)]
-        return {"fixed": [n for n in fixed if n in names], "full": f"mtp_k{k_max}", "oracle": "mtp5_oracle",
-                "adaptive": [n for n in ("mtp_step", "mtp_step_sym", "mtp_step_alt") if n in names]}
-    if fam == "hyb_step":  # MTP+Suffix: no oracle
-        fixed = ["plain"] + [f"hyb_k{k}" for k in range(1, k_max + 1)]
-        return {"fixed": [n for n in fixed if n in names], "full": f"hyb_k{k_max}", "oracle": None,
-                "adaptive": ["hyb_step"] if "hyb_step" in names else []}
+    if fam in STEP_FAMILIES:
+        f = STEP_FAMILIES[fam]
+        fixed = ["plain"] + [f"{f.fixed}{k}" for k in range(1, k_max + 1)]
+        return {"fixed": [n for n in fixed if n in names], "full": f"{f.fixed}{k_max}", "oracle": f.oracle,
+                "adaptive": [n for n in f.adaptive if n in names]}
     w = VERIFY_FAMILIES[fam][1]
     full = f"mtp_k{w}" if fam == "mtp5" else f"{fam}_full"
     fixed = ["plain", full] + [f"{fam}_L{L}" for L in range(1, w)]  # plain included (issue 13: the floor)
@@ -82,7 +79,7 @@ def target_rows(args, cells: dict) -> list[dict]:
     out = []
     measured = set(args.configs)
     for (dtype, source, B), rows in cells.items():
-        for fam in ("mtp_step", "hyb_step", "dspark7", "mtp5"):
+        for fam in FAMILIES:
             m = family_members(fam, measured, args.k_max)
             fixed = [rows[n] for n in m["fixed"] if n in rows]
             for a in m["adaptive"]:
@@ -199,7 +196,7 @@ def plot(args, cells: dict, out_dir: Path) -> list[str]:
             keys = [(dtype, source, B) for B in args.batch_sizes if (dtype, source, B) in cells]
             if not keys:
                 continue
-            fams = [f for f in ("mtp_step", "hyb_step", "dspark7", "mtp5")
+            fams = [f for f in FAMILIES
                     if family_members(f, measured, args.k_max)["adaptive"]]
             if not fams:
                 continue

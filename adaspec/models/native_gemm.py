@@ -15,7 +15,8 @@ and speed is measured, not assumed: which row counts up to 32 gemm.cpp serves is
 process by timing both kernels on the model's own weights (`measure_rows`, ~2 s for the bundled model). It differs
 between machines: gemm.cpp won at 4-32 rows on a Zen 4 VM; on a Zen 5 VM it won from 5-8 rows and
 tied at 1-4 (BENCHMARKS.md); since stop 58's prefetch into L2 (kernels/gemm_avx512.cpp) a whole forward runs 2-32
-rows faster in it on the Zen 4 VM (this measurement reads 1.01-1.23x at 2 rows from process to process), and 1 row ties. Every other size runs in FBGEMM. Where the bits differ (another CPU,
+rows faster in it on the Zen 4 VM (this measurement reads 1.01-1.23x at 2 rows from process to process), and 1 row
+ties. Every other size runs in FBGEMM. Where the bits differ (another CPU,
 another FBGEMM), or the kernels cannot run (no AVX-512 with F16C, `ADASPEC_NATIVE_KERNELS=0`, `--layer_kernels=torch`),
 FBGEMM does every product, as before. The packed copy costs the weights' float16 bytes a second
 time (270 MB for the bundled model).
