@@ -18,6 +18,12 @@ Which rounds skip is decided before the round, from lagged feedback only:
   curve that the early stop cannot cross: on prose at B = 4, 4% of the rounds drafted and then
   admitted nothing.) Rounds that draft are admitted exactly as before (the draft is then paid
   for, so the early stop compares with the drafted G = B cost).
+  A second opinion can only add drafting rounds (stop 60): when the newest round predicts a loss, the
+  round still drafts if the newest rounds holding `verify_controller.GATE_REQUESTS` request-rounds,
+  each admitted by its own early stop, yield more tokens per ms together than plain rounds. With the
+  newest round alone, one unconfident round kept a stream plain until the next probe: DSpark prose at
+  one request drafted in 17% of its rounds and ran 0.86x its fixed L3. Both read the draft's
+  confidences as corrected by the stream (draft_calibration.py), and so does the admission.
 
 Every table cell G >= B is a round *with* the full draft. The calibration therefore also measures
 one plain round per request bucket (`CostTable.plain_cost_ms`, metadata `plain_ms`), and the

@@ -246,6 +246,26 @@ def budget_from_lagged(
     return BudgetDecision(G, predicted, "argmax")
 
 
+def sync_outcome(lagged_P: Sequence, B: int, bcap: int, cost_ms: CostFn, pad_rows: PadRowsFn, *, width: int,
+                 max_candidates: int | None = None, token_value: float = 1.0) -> tuple[int, float, float] | None:
+    """`sync_admission`'s early stop walked over the expected sorted path probabilities of `lagged_P`
+    (`expected_top_sums`): (candidates n it admits, expected tokens B + token_value * S_n, cost in ms of the
+    drafted round of B + n padded rows), or None when the drafted G = B round's cost is not covered."""
+    n_max = B * width if max_candidates is None else max(0, min(B * width, int(max_candidates)))
+    S = expected_top_sums(lagged_P, B, width)
+    cost_of = _padded_cost(bcap, cost_ms, pad_rows)
+    cost = cost_of(B)
+    if cost is None:
+        return None
+    n, best = 0, B / cost
+    while n < n_max:
+        c = cost_of(B + n + 1)
+        if c is None or (B + token_value * S[n + 1]) / c < best:
+            break
+        n, cost, best = n + 1, c, (B + token_value * S[n + 1]) / c
+    return n, B + token_value * S[n], cost
+
+
 def sync_gain_from_lagged(
     lagged_P: Sequence,
     B: int,
@@ -266,23 +286,12 @@ def sync_gain_from_lagged(
     the next prepared bucket pays for the whole bucket), which the early stop cannot. G is the padded
     rows the early stop reaches; reason "plain" when that admits nothing or a plain round is predicted
     at least as fast, "early stop" otherwise."""
-    n_max = B * width if max_candidates is None else max(0, min(B * width, int(max_candidates)))
-    S = expected_top_sums(lagged_P, B, width)
-    cost_of = _padded_cost(bcap, cost_ms, pad_rows)
-
-    def throughput(n: int) -> float | None:
-        c = cost_of(B + n)
-        return None if c is None else (B + token_value * S[n]) / c
-
-    best = throughput(0)
-    if best is None:
+    outcome = sync_outcome(lagged_P, B, bcap, cost_ms, pad_rows, width=width, max_candidates=max_candidates,
+                           token_value=token_value)
+    if outcome is None:
         return BudgetDecision(B, {}, f"fallback: cost not covered at bcap={bcap}, rows={B}")
-    n = 0
-    while n < n_max:
-        theta = throughput(n + 1)
-        if theta is None or theta < best:
-            break
-        best, n = theta, n + 1
+    n, tokens, cost = outcome
+    best = tokens / cost
     G = pad_rows(bcap, B + n)
     predicted = {G: best}
     if n == 0 or (plain_cost is not None and plain_cost > 0 and B / plain_cost >= best):

@@ -19,10 +19,14 @@ import numpy as np
 import torch
 
 from ..geometry import first_covering
+from .draft_calibration import ConfidenceRatio, scaled
 from .feedback import DEFAULT_PRIOR_RATE, LaggedFeedback
 from .scoring import path_probabilities
 from .verify_budget import (BudgetDecision, CostFn, PadRowsFn, allocate_in_budget, budget_drafts, budget_from_lagged,
-                            full_width_rows, sync_admission, sync_gain_from_lagged, verify_caps)
+                            full_width_rows, sync_admission, sync_gain_from_lagged, sync_outcome, verify_caps)
+
+# the sync gate's second opinion (predicts_gain): the newest rounds holding this many request-rounds
+GATE_REQUESTS = 16
 
 
 # ---- controller -------------------------------------------------------------------------------
@@ -79,16 +83,23 @@ class VerifyController:
         self.plain_ms = plain_ms  # (bcap, kv_len) -> ms of a plain round, or None (adaptive/floor.py)
         self.target_buckets = {int(b): sorted(g) for b, g in target_buckets.items()}
         self.pad_rows = pad_rows or (lambda bcap, rows: first_covering(self.target_buckets.get(bcap, ()), rows))
-        self.feedback: LaggedFeedback[np.ndarray] = LaggedFeedback(lag)
+        self.feedback: LaggedFeedback[tuple] = LaggedFeedback(lag)
+        # sync mode: the stream's correction of the draft's confidences and the gate's window (draft_calibration.py)
+        self.confidence = ConfidenceRatio() if mode == "sync" else None
+        self.recent: deque[np.ndarray] = deque()
         self._memo: dict[tuple, BudgetDecision] = {}
         self.lagged: deque[np.ndarray] = deque(maxlen=budget_window)  # newest visible rounds' P
         self.decisions: deque[VerifyDecision] = deque(maxlen=history)
         self.g_histogram: Counter[int] = Counter()
 
-    def observe(self, scores, round_id: int | None = None) -> None:
-        """Per-request scores [B_r, w] of a completed round (conditional predictors, not paths)."""
+    def observe(self, scores, round_id: int | None = None, verify_lens=None, accepted=None) -> None:
+        """Per-request scores [B_r, w] of a completed round (conditional predictors, not paths); with the
+        same requests' verified and accepted draft tokens, sync mode also corrects the draft's confidences
+        (draft_calibration.py)."""
         P = path_probabilities(np.asarray(scores, dtype=np.float64).reshape(-1, self.width))
-        self.feedback.push(round_id, P)
+        counts = (ConfidenceRatio.counts(P, verify_lens, accepted)
+                  if self.confidence is not None and verify_lens is not None and accepted is not None else None)
+        self.feedback.push(round_id, (P, counts))
 
     def _uncovered(self, bcap: int, kv_len: int | None) -> str | None:
         if self.covers is not None and not self.covers(bcap, kv_len):
@@ -140,7 +151,7 @@ class VerifyController:
         cap = self._cap_sum(max_lens, B)
         if self.mode == "sync":  # predict what the early stop will admit, not the best budget (sync_gain_from_lagged)
             reason = self._budget(B, bcap, cap, kv_len, token_value, early_stop=True).reason
-            return reason.startswith(("early stop", "fallback"))
+            return reason.startswith(("early stop", "fallback")) or self._window_gains(B, bcap, cap, kv_len, token_value)
         d = self._budget(B, bcap, cap, kv_len, token_value)
         return budget_drafts(d.reason, d.G, B)
 
@@ -154,10 +165,44 @@ class VerifyController:
         return int(verify_caps(max_lens, B, self.width).sum())
 
     def _take_feedback(self, round_id: int | None) -> None:
-        new = [P for P in self.feedback.release(round_id) if P.shape[0] > 0]
+        new = [(P, counts) for P, counts in self.feedback.release(round_id) if P.shape[0] > 0]
         if new:
-            self.lagged.extend(new)
+            self.lagged.extend(P for P, _ in new)
             self._memo.clear()  # the estimate changed
+            if self.mode == "sync":
+                for P, counts in new:
+                    if counts is not None and self.confidence is not None:
+                        self.confidence.push(counts)
+                    self.recent.append(P)
+                while len(self.recent) > 1 and sum(p.shape[0] for p in self.recent) - self.recent[0].shape[0] \
+                        >= GATE_REQUESTS:
+                    self.recent.popleft()
+
+    def confidence_ratio(self) -> float:
+        """The stream's realised / predicted accepted drafts (draft_calibration.py); 1 in async mode."""
+        return self.confidence.ratio() if self.confidence is not None else 1.0
+
+    def _window_gains(self, B: int, bcap: int, cap: int | None, kv_len: int | None, token_value: float) -> bool:
+        """The sync gate's second opinion: whether drafting pays on average over the newest rounds holding
+        GATE_REQUESTS request-rounds, each admitted by its own early stop (the sum of their expected tokens over
+        the sum of their drafted rounds' costs, against a plain round). The newest round alone keeps a stream
+        plain after one unconfident round until the next probe; averaging the path probabilities first would
+        under-rate an admission that adapts to every round."""
+        plain = self._plain(bcap, kv_len)
+        if len(self.recent) < 2 or not plain:
+            return False
+        key = (B, bcap, cap, token_value, "window")
+        if key not in self._memo:
+            r, admitted, tokens, cost = self.confidence_ratio(), 0, 0.0, 0.0
+            for P in self.recent:
+                out = sync_outcome([scaled(P, r)], B, bcap, self.cost_ms, self.pad_rows, width=self.width,
+                                   max_candidates=cap, token_value=token_value)
+                if out is None:
+                    return False
+                admitted, tokens, cost = admitted + out[0], tokens + out[1], cost + out[2]
+            gains = admitted > 0 and tokens / cost > B / plain  # a draft nothing is admitted from never gains
+            self._memo[key] = BudgetDecision(B, {0: tokens / cost}, "window gains" if gains else "plain")
+        return self._memo[key].reason == "window gains"
 
     def _budget(self, B: int, bcap: int, cap: int | None, kv_len: int | None, token_value: float = 1.0,
                 early_stop: bool = False) -> BudgetDecision:
@@ -168,7 +213,9 @@ class VerifyController:
         d = self._memo.get(key)
         if d is None:
             cold = not self.lagged
-            lagged = list(self.lagged) if not cold else [np.tile(self.prior_rate ** np.arange(1, self.width + 1), (B, 1))]
+            r = self.confidence_ratio()
+            lagged = [scaled(P, r) for P in self.lagged] if not cold \
+                else [np.tile(self.prior_rate ** np.arange(1, self.width + 1), (B, 1))]
             if early_stop:
                 d = sync_gain_from_lagged(lagged, B, bcap, self.cost_ms, self.pad_rows, width=self.width,
                                           max_candidates=cap, plain_cost=self._plain(bcap, kv_len),
@@ -204,7 +251,7 @@ class VerifyController:
             if G is not None:
                 self.g_histogram[G] += 1
             return lens
-        d = sync_admission(P, bcap, self.cost_ms, self.pad_rows, max_lens, token_value)
+        d = sync_admission(scaled(P, self.confidence_ratio()), bcap, self.cost_ms, self.pad_rows, max_lens, token_value)
         self.decisions.append(VerifyDecision(round_id, B, bcap, "sync", d.G, d.reason, d.predicted))
         if d.G is not None:
             self.g_histogram[d.G] += 1

@@ -27,7 +27,7 @@ from ..adaptive.floor import PlainFloor, floor_applies, probe_requests
 from ..adaptive.step_controller import DraftStepController, StepPolicy
 from ..adaptive.step_served import served_kind
 from ..adaptive.verify_budget import budget_drafts
-from ..adaptive.verify_controller import VerifyController
+from ..adaptive.verify_controller import GATE_REQUESTS, VerifyController
 from ..calibration.config import (
     EngineFacts,
     load_draft_step_config,
@@ -136,6 +136,11 @@ class AdaptiveControl:
                          f"closed_batch.py); its weight at B = {values}")
             if log and self.floor is not None:
                 self.log(self.floor.describe())
+                if self.verify.mode == "sync":
+                    self.log("[adaspec] sync gate: a round the newest lagged round predicts to lose still drafts when "
+                             f"the newest rounds holding {GATE_REQUESTS} request-rounds, each admitted by its own early "
+                             "stop, predict a gain together; gate and admission read the draft's confidences times "
+                             "the stream's accepted / predicted drafts (adaptive/draft_calibration.py)")
                 if not self.table.metadata.plain_ms:
                     self.log("[adaspec] plain floor: this cost table has no plain-round costs (written before "
                              "issue 13): a plain round is charged the drafted G = B cost, so the floor skips the "
@@ -336,11 +341,15 @@ class AdaptiveControl:
             # a round that skipped its draft has no scores, nor do the requests a probe left out;
             # synchronous admission without the floor's gate reads no lagged feedback at all (its heap
             # would only grow)
-            self.verify.observe([s for s in result.draft_scores if s], round_id=round_id)
+            drafted = [i for i, s in enumerate(result.draft_scores) if s]
+            self.verify.observe([result.draft_scores[i] for i in drafted], round_id=round_id,
+                                verify_lens=[result.verify_lens[i] for i in drafted],
+                                accepted=[result.num_accepted[i] for i in drafted])
 
     def summary(self) -> dict:
         if self.step is not None:
             return {"chosen_k": dict(sorted(self.step.k_histogram.items())), **self.step.exploration_summary(),
                     "cost_checks": self.step.cost_checks, "ceiling_batches": self.ceiling_batches}
         return {"chosen_G": dict(sorted(self.verify.g_histogram.items())),
-                **(self.floor.summary() if self.floor is not None else {})}
+                **(self.floor.summary() if self.floor is not None else {}),
+                **({"confidence_ratio": round(self.verify.confidence_ratio(), 4)} if self.verify.mode == "sync" else {})}

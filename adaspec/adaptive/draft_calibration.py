@@ -1,0 +1,63 @@
+"""The stream's correction of the draft's confidences (issue 13; adaspec's extension of R-D3a, sync verify).
+
+DSpark's confidence head is calibrated offline (STS) on the training mixture; on a given stream it is off by
+a factor. Measured at full width, B = 1 (mean predicted / realised accepted drafts per round, BENCHMARKS.md
+stop 59): code 0.57 / 0.54, chat 0.51 / 0.44, prose 1.71 / 2.10. An underconfident head keeps the synchronous
+gate plain where drafting pays (prose), an overconfident one admits rows that do not (chat).
+
+`ConfidenceRatio` keeps, over the newest completed rounds (lagged, as all feedback), the drafted tokens a round
+accepted against the number its path probabilities predicted for the positions it verified (sum over verified
+positions j of P_j = E[accepted | verified]), and returns their ratio r, shrunk towards 1 by
+`PRIOR_TOKENS` predicted tokens and clipped to [`MIN_RATIO`, `MAX_RATIO`]. `scaled(P, r)` is min(1, r * P), still
+non-increasing along a request's path. What a round admits is the only thing it changes, so outputs stay the
+target's (every admission is lossless, R-D3a).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+
+WINDOW_REQUESTS = 64  # newest request-rounds the ratio is taken over
+PRIOR_TOKENS = 4.0  # predicted tokens of pseudo-evidence at ratio 1
+MIN_RATIO, MAX_RATIO = 0.5, 2.0
+
+
+class ConfidenceRatio:
+    def __init__(self, window_requests: int = WINDOW_REQUESTS, prior_tokens: float = PRIOR_TOKENS):
+        if window_requests < 1 or prior_tokens < 0:
+            raise ValueError(f"window_requests must be >= 1 and prior_tokens >= 0, got {window_requests}, "
+                             f"{prior_tokens}")
+        self.window_requests, self.prior_tokens = window_requests, prior_tokens
+        self._rounds: deque[tuple[int, float, float]] = deque()  # (requests, predicted, realised)
+        self._requests = 0
+
+    @staticmethod
+    def counts(P: np.ndarray, verify_lens, accepted) -> tuple[int, float, float]:
+        """(requests, predicted, realised) of one round: P [B, w] path probabilities, the verified and accepted
+        draft tokens per request."""
+        lens = np.minimum(np.asarray(verify_lens, dtype=np.int64), P.shape[1])
+        mask = np.arange(P.shape[1])[None, :] < lens[:, None]
+        return P.shape[0], float((P * mask).sum()), float(np.minimum(np.asarray(accepted), lens).sum())
+
+    def push(self, counts: tuple[int, float, float]) -> None:
+        if counts[0] <= 0:
+            return
+        self._rounds.append(counts)
+        self._requests += counts[0]
+        while len(self._rounds) > 1 and self._requests - self._rounds[0][0] >= self.window_requests:
+            self._requests -= self._rounds.popleft()[0]
+
+    def ratio(self) -> float:
+        predicted = sum(r[1] for r in self._rounds)
+        realised = sum(r[2] for r in self._rounds)
+        r = (realised + self.prior_tokens) / (predicted + self.prior_tokens) if predicted + self.prior_tokens > 0 else 1.0
+        return min(MAX_RATIO, max(MIN_RATIO, r))
+
+
+def scaled(P, r: float):
+    """min(1, r * P) (numpy array or torch tensor); P itself when r == 1."""
+    if r == 1.0:
+        return P
+    return (P * r).clip(max=1.0) if isinstance(P, np.ndarray) else (P * r).clamp(max=1.0)

@@ -1,0 +1,55 @@
+"""Same process, same table: DSpark w = 7 sync at B = 1 with variants of the plain floor's gate, against plain and fixed L."""
+import os, sys, tempfile, time
+from pathlib import Path
+from types import SimpleNamespace
+sys.path.insert(0, os.environ.get("CHECKOUT", str(Path(__file__).resolve().parents[3])))
+from bench import common
+from bench.adaptive_calibration import write_calibration_files
+from bench.adaptive_hooks import Hook
+from adaspec.adaptive.floor import PlainFloor
+import adaspec.adaptive.verify_controller as vc
+common.setup_threads(1)
+srcs = sys.argv[1].split(",")
+variants = sys.argv[2].split(",")
+reps = int(sys.argv[3]) if len(sys.argv) > 3 else 3
+ns = SimpleNamespace(calibration_json=None, batch_sizes=[1], max_model_len=1024, sources=srcs, num_prompts=4,
+                     prompt_tokens=192, alt_step_policy="{}")
+files = write_calibration_files(ns, Path(tempfile.mkdtemp()))
+d = common.build_llm("float32", "DSpark", 7, None, max_seqs=1, max_model_len=1024, enable_adaptive_target_verify=True,
+                     adaptive_target_verify_calibration=str(files["dspark7"]), graph_decode_batch_sizes=(1,))
+f = common.build_llm("float32", "DSpark", 7, None, max_seqs=1, max_model_len=1024, graph_decode_batch_sizes=(1,))
+p = common.build_llm("float32", "none", None, None, max_seqs=1, max_model_len=1024)
+sets = common.warmed_prompt_sets({"d": d, "p": p, "f": f}, ns)
+ref = {}
+def run(v, src):
+    ctl = d.engine.control
+    if v == "plain":
+        r = common.serve(p, sets[src][:4], 1, 256, ignore_eos=True); return r, ""
+    if v.startswith("L"):
+        with Hook(f, "prefix", int(v[1:])):
+            r = common.serve(f, sets[src][:4], 1, 256, ignore_eos=True)
+        return r, ""
+    ctl.reset()
+    vc.GATE_REQUESTS = 1 if v in ("gate", "ratio") else 16
+    if v in ("gate", "window"):
+        ctl.verify.confidence = None
+    if v == "nofloor":
+        ctl.floor = None
+    elif v.startswith("probe"):
+        a, b = v[5:].split("_")
+        ctl.floor = PlainFloor(probe_interval=int(a), max_probe_interval=int(b))
+    r = common.serve(d, sets[src][:4], 1, 256, ignore_eos=True)
+    return r, str(ctl.summary()) + f" ratio {ctl.verify.confidence_ratio():.2f}"
+for src in srcs:
+    res = {v: [] for v in variants}
+    for rep in range(reps):
+        for v in (variants if rep % 2 == 0 else variants[::-1]):
+            r, s = run(v, src)
+            ref.setdefault(src, r.outputs) if v == "plain" else None
+            eq = "" if src not in ref else (" =plain" if r.outputs == ref[src] else " MISMATCH")
+            res[v].append(r.tokens / r.cpu_s)
+            print(f"{src} rep {rep} {v}: {r.tokens / r.cpu_s:.1f} tok/s{eq} {s[:200]}", flush=True)
+    pl = res["plain"]
+    for v in variants:
+        xs = sorted(a / b for a, b in zip(res[v], pl))
+        print(f"== {src} {v}: x plain " + ", ".join(f"{a / b:.3f}" for a, b in zip(res[v], pl)) + f"  median {xs[len(xs)//2]:.3f}", flush=True)
