@@ -31,7 +31,7 @@ class ConfidenceRatio:
                              f"{prior_tokens}")
         self.window_requests, self.prior_tokens = window_requests, prior_tokens
         self._rounds: deque[tuple[int, float, float]] = deque()  # (requests, predicted, realised)
-        self._requests = 0
+        self._requests, self._predicted, self._realised = 0, 0.0, 0.0  # sums over the window
 
     @staticmethod
     def counts(P: np.ndarray, verify_lens, accepted) -> tuple[int, float, float]:
@@ -45,13 +45,19 @@ class ConfidenceRatio:
         if counts[0] <= 0:
             return
         self._rounds.append(counts)
-        self._requests += counts[0]
+        self._add(counts, 1)
         while len(self._rounds) > 1 and self._requests - self._rounds[0][0] >= self.window_requests:
-            self._requests -= self._rounds.popleft()[0]
+            self._add(self._rounds.popleft(), -1)
+        if len(self._rounds) == 1:  # re-anchor the running sums (no drift over a long run)
+            self._requests, self._predicted, self._realised = self._rounds[0]
+
+    def _add(self, counts: tuple[int, float, float], sign: int) -> None:
+        self._requests += sign * counts[0]
+        self._predicted += sign * counts[1]
+        self._realised += sign * counts[2]
 
     def ratio(self) -> float:
-        predicted = sum(r[1] for r in self._rounds)
-        realised = sum(r[2] for r in self._rounds)
+        predicted, realised = max(self._predicted, 0.0), max(self._realised, 0.0)
         r = (realised + self.prior_tokens) / (predicted + self.prior_tokens) if predicted + self.prior_tokens > 0 else 1.0
         return min(MAX_RATIO, max(MIN_RATIO, r))
 

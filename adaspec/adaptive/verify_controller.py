@@ -86,7 +86,7 @@ class VerifyController:
         self.feedback: LaggedFeedback[tuple] = LaggedFeedback(lag)
         # sync mode: the stream's correction of the draft's confidences and the gate's window (draft_calibration.py)
         self.confidence = ConfidenceRatio() if mode == "sync" else None
-        self.recent: deque[np.ndarray] = deque()
+        self.recent: deque[tuple[np.ndarray, dict]] = deque()  # (P, its early-stop outcomes by key), newest last
         self._memo: dict[tuple, BudgetDecision] = {}
         self.lagged: deque[np.ndarray] = deque(maxlen=budget_window)  # newest visible rounds' P
         self.decisions: deque[VerifyDecision] = deque(maxlen=history)
@@ -173,14 +173,15 @@ class VerifyController:
                 for P, counts in new:
                     if counts is not None and self.confidence is not None:
                         self.confidence.push(counts)
-                    self.recent.append(P)
-                while len(self.recent) > 1 and sum(p.shape[0] for p in self.recent) - self.recent[0].shape[0] \
-                        >= GATE_REQUESTS:
-                    self.recent.popleft()
+                    self.recent.append((P, {}))
+                held = sum(p.shape[0] for p, _ in self.recent)
+                while len(self.recent) > 1 and held - self.recent[0][0].shape[0] >= GATE_REQUESTS:
+                    held -= self.recent.popleft()[0].shape[0]
 
     def confidence_ratio(self) -> float:
-        """The stream's realised / predicted accepted drafts (draft_calibration.py); 1 in async mode."""
-        return self.confidence.ratio() if self.confidence is not None else 1.0
+        """The stream's realised / predicted accepted drafts (draft_calibration.py) in steps of 0.05 (the gate's
+        window keeps each round's outcome while it holds); 1 in async mode."""
+        return round(20.0 * self.confidence.ratio()) / 20.0 if self.confidence is not None else 1.0
 
     def _window_gains(self, B: int, bcap: int, cap: int | None, kv_len: int | None, token_value: float) -> bool:
         """The sync gate's second opinion: whether drafting pays on average over the newest rounds holding
@@ -194,9 +195,14 @@ class VerifyController:
         key = (B, bcap, cap, token_value, "window")
         if key not in self._memo:
             r, admitted, tokens, cost = self.confidence_ratio(), 0, 0.0, 0.0
-            for P in self.recent:
-                out = sync_outcome([scaled(P, r)], B, bcap, self.cost_ms, self.pad_rows, width=self.width,
-                                   max_candidates=cap, token_value=token_value)
+            own = (r, B, bcap, cap, token_value)
+            for P, outcomes in self.recent:
+                if own not in outcomes:  # each round's outcome once per ratio and batch (the controller runs every round)
+                    if len(outcomes) > 8:
+                        outcomes.clear()
+                    outcomes[own] = sync_outcome([scaled(P, r)], B, bcap, self.cost_ms, self.pad_rows,
+                                                 width=self.width, max_candidates=cap, token_value=token_value)
+                out = outcomes[own]
                 if out is None:
                     return False
                 admitted, tokens, cost = admitted + out[0], tokens + out[1], cost + out[2]
