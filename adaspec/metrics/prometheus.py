@@ -22,7 +22,8 @@ Names follow vLLM's where a vLLM user already scrapes one, with the same meaning
   of its confidence), `<ns>:round_predicted_seconds_total` / `<ns>:round_measured_seconds_total` and
   the histogram `<ns>:round_cost_ratio` (measured / predicted, on pure-decode rounds the cost table
   covers: the cost-model error), `<ns>:round_duration_seconds` (every round); exploration and the
-  plain floor (issue 13): `<ns>:adaptive_rounds_total`, `<ns>:adaptive_probe_rounds_total` (their
+  plain floor (issue 13): `<ns>:adaptive_confidence_ratio` (sync adaptive verify's correction of the draft's
+  confidences, adaptive/draft_calibration.py), `<ns>:adaptive_rounds_total`, `<ns>:adaptive_probe_rounds_total` (their
   ratio is the share of probe rounds), `<ns>:adaptive_plain_rounds_total` (rounds that drafted nothing) and
   `<ns>:adaptive_cost_check_rounds_total` (rounds the draft step runs to time k = 1 as served: plain ones in a k = 1
   stretch, k = 1 ones at k = 0). Round times are the
@@ -64,6 +65,9 @@ class ServerMetrics:
         self.slots_in_use = Gauge(f"{ns}:kv_slots_in_use", "KV cache slots in use", registry=r)
         self.slots_capacity = Gauge(f"{ns}:kv_slots_capacity", "KV cache slots (--max_seqs_per_batch)", registry=r)
         self.kv_usage = Gauge(f"{ns}:kv_cache_usage_perc", "Fraction of KV cache slots in use (0..1)", registry=r)
+        self.confidence_ratio = Gauge(f"{ns}:adaptive_confidence_ratio",
+                                      "Sync adaptive verify: the stream's accepted / predicted drafts that scale the "
+                                      "draft's confidences (1 in other modes)", registry=r)
         self.ttft = Histogram(f"{ns}:time_to_first_token_seconds", "Arrival to first token", registry=r,
                               buckets=LATENCY_BUCKETS)
         self.tpot = Histogram(f"{ns}:request_time_per_output_token_seconds",
@@ -132,6 +136,12 @@ class ServerMetrics:
         self.slots_in_use.set_function(running)
         self.slots_capacity.set_function(capacity)
         self.kv_usage.set_function(lambda: running() / capacity() if capacity() else 0.0)
+
+        def confidence_ratio() -> float:
+            verify = getattr(getattr(async_engine.engine, "control", None), "verify", None)
+            return verify.confidence_ratio() if verify is not None else 1.0
+
+        self.confidence_ratio.set_function(confidence_ratio)
         self.waiting.set_function(lambda: async_engine.num_waiting)
         async_engine.observers.append(self.observe_round)
         async_engine.on_output = self.observe_output

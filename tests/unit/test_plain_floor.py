@@ -365,6 +365,9 @@ def test_metrics_count_probe_and_plain_rounds_of_an_adaptive_engine(tiny_llama_d
     assert value("adaspec:adaptive_rounds_total") == s["rounds"]
     assert value("adaspec:adaptive_probe_rounds_total") == s["probes"] > 0
     assert value("adaspec:adaptive_plain_rounds_total") == s["skipped_draft"] > 0
+    # the sync gate's correction of the draft's confidences (adaptive/draft_calibration.py), learnt from verified rounds
+    assert value("adaspec:adaptive_confidence_ratio") == eng.control.verify.confidence_ratio()
+    assert len(eng.control.verify.confidence._rounds) > 0
 
 
 def test_plain_costs_survive_save_and_load_and_bad_ones_are_refused(tiny_llama_dir, linear_backend, cal_files,  # noqa: F811
