@@ -74,7 +74,8 @@ def _host_paths(P) -> np.ndarray:
     """Clean [B, w] path probabilities on the host: NaN -> 0, clamp [0, 1], non-increasing in j."""
     if isinstance(P, torch.Tensor):
         P = P.detach().to("cpu", torch.float64).numpy()
-    P = np.clip(np.nan_to_num(np.asarray(P, dtype=np.float64), nan=0.0), 0.0, 1.0)
+    P = np.asarray(P, dtype=np.float64)
+    P = np.clip(P if np.isfinite(P).all() else np.nan_to_num(P, nan=0.0), 0.0, 1.0)  # (nan_to_num: ~25 us)
     if P.ndim != 2:
         raise ValueError(f"path probabilities must be [B, w], got shape {P.shape}")
     return np.minimum.accumulate(P, axis=1) if P.shape[1] else P
@@ -89,10 +90,10 @@ def verify_caps(max_lens, B: int, w: int) -> np.ndarray:
     return np.clip(caps, 0, w)
 
 
-def rank_order(P: np.ndarray, max_lens=None) -> list[tuple[int, int]]:
+def rank_order(P: np.ndarray, max_lens=None, clean: bool = False) -> list[tuple[int, int]]:
     """Candidates (b, j0) (j0 = 0-based position) in rank order: P desc, then position, then slot.
-    Only candidates with P > 0 inside each request's cap are listed."""
-    P = _host_paths(P)
+    Only candidates with P > 0 inside each request's cap are listed. `clean`: P is already `_host_paths`'."""
+    P = P if clean else _host_paths(P)
     B, w = P.shape
     caps = verify_caps(max_lens, B, w)
     b_idx, j_idx = np.meshgrid(np.arange(B), np.arange(w), indexing="ij")
@@ -147,7 +148,7 @@ def sync_admission(P, bcap: int, cost_ms: CostFn, pad_rows: PadRowsFn, max_lens=
     best, tau, rows = B / c, float(B), B
     lens = [0] * B
     reason = "all candidates admitted"
-    for b, j in rank_order(Ph, caps):
+    for b, j in rank_order(Ph, caps, clean=True):
         assert lens[b] == j, "rank order must respect prefixes"
         c = cost_of(rows + 1)
         if c is None:
