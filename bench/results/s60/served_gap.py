@@ -3,7 +3,7 @@ the start-up table's prices. Data for pricing the sync gate as served (not a cha
 import os, sys, tempfile, statistics
 from pathlib import Path
 from types import SimpleNamespace
-sys.path.insert(0, str(Path(__file__).resolve().parents[3]) if "bench/results" in __file__ else "/work/main")
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # the repository root
 from bench import common
 from bench.adaptive_calibration import write_calibration_files
 common.setup_threads(1)
