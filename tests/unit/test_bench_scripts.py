@@ -191,3 +191,22 @@ def test_batch_policy_replay_charges_rows_and_draft_steps():
     # fixed k=1 on (always, never): rounds of 4 rows + 1 step = 15 ms; slot 0 moves 2, slot 1 moves 1
     assert table["fixed k=1"] == pytest.approx((2 + 1) * 3 / (15.0 * 3))
     assert table["oracle (acceptance known)"] >= max(v for k, v in table.items() if not k.startswith("oracle")) - 1e-12
+
+
+def test_ratio_table_compares_each_adaptive_config_with_the_fixed_settings_its_rule_names(tmp_path):
+    """bench/adaptive_ratios.py (the experiment records' per-repeat tables): per repeat over plain and over the best
+    of plain and the fixed settings the rule names."""
+    from bench.adaptive_ratios import table
+
+    lines = [f"  [ 1 s] float32 B=1 code rep {rep} {cfg}  1024 tok  1 s wall /  1 s CPU =   {tps} tok/s CPU{rest}"
+             for rep, runs in ((1, (("plain", 50.0, ""), ("mtp_k1", 60.0, ""), ("dspark7_L2", 80.0, ""),
+                                    ("mtp_step", 66.0, ", acc. length 1.9, k 1:80%"))),
+                               (2, (("plain", 40.0, ""), ("mtp_k1", 30.0, ""), ("dspark7_L2", 80.0, ""),
+                                    ("mtp_step", 44.0, ", acc. length 1.9, k 0:90%"))))
+             for cfg, tps, rest in runs]
+    err = tmp_path / "grid.err"
+    err.write_text("\n".join(lines) + "\n")
+    out = table(str(err), lambda c: None if c == "plain" or c.startswith(("mtp_k", "dspark7_L"))
+                else (lambda f: f.startswith("mtp_k")), "÷ best fixed")
+    assert out.splitlines()[2] == ("| code B = 1 | mtp_step | 1.320, 1.100 (**1.210**) | 1.100, 1.100 (**1.100**) | "
+                                   "mtp_k1/plain | k 0:90% |")
