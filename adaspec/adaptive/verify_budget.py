@@ -177,7 +177,8 @@ def expected_top_sums(lagged_P: Sequence, B: int, w: int) -> np.ndarray:
             raise ValueError("lagged round has no requests")
         v = np.sort(P_r.reshape(-1))[::-1]
         cum = np.concatenate(([0.0], np.cumsum(v)))
-        total += (B / B_r) * np.interp(n * B_r / B, np.arange(len(cum)), cum)
+        # a round of the current batch size needs no scaling (the sync gate reads one every round)
+        total += cum if B_r == B else (B / B_r) * np.interp(n * B_r / B, np.arange(len(cum)), cum)
     return total / len(lagged_P)
 
 
@@ -253,12 +254,7 @@ def sync_outcome(lagged_P: Sequence, B: int, bcap: int, cost_ms: CostFn, pad_row
     (`expected_top_sums`): (candidates n it admits, expected tokens B + token_value * S_n, cost in ms of the
     drafted round of B + n padded rows), or None when the drafted G = B round's cost is not covered."""
     n_max = B * width if max_candidates is None else max(0, min(B * width, int(max_candidates)))
-    one = lagged_P[0] if len(lagged_P) == 1 else None
-    if isinstance(one, np.ndarray) and one.shape == (B, width) and np.isfinite(one).all():
-        # one round of the current batch size (the sync gate's window, every round): its own sorted sums
-        S = np.concatenate(([0.0], np.cumsum(np.sort(one.clip(0.0, 1.0), axis=None)[::-1])))
-    else:
-        S = expected_top_sums(lagged_P, B, width)
+    S = expected_top_sums(lagged_P, B, width)
     cost_of = _padded_cost(bcap, cost_ms, pad_rows)
     cost = cost_of(B)
     if cost is None:
