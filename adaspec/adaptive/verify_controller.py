@@ -22,6 +22,7 @@ from ..geometry import first_covering
 from .draft_calibration import ConfidenceRatio, scaled
 from .feedback import DEFAULT_PRIOR_RATE, LaggedFeedback
 from .scoring import path_probabilities
+from .verify_served import ServedRows
 from .verify_budget import (BudgetDecision, CostFn, PadRowsFn, allocate_in_budget, budget_drafts, budget_from_lagged,
                             full_width_rows, sync_admission, sync_gain_from_lagged, sync_outcome, verify_caps)
 
@@ -65,6 +66,7 @@ class VerifyController:
         history: int = 1024,
         plain_ms: Callable[[int, "int | None"], "float | None"] | None = None,
         prior_rate: float | None = DEFAULT_PRIOR_RATE,
+        served: bool = True,
     ):
         if mode not in ("sync", "async"):
             raise ValueError(f"mode must be 'sync' or 'async', got {mode!r}")
@@ -79,8 +81,13 @@ class VerifyController:
         # under a prior, every request's path probabilities prior_rate^j (the draft step's prior), not at
         # full width; None keeps R-D4's literal fallback to full width
         self.prior_rate = prior_rate
-        self.cost_ms, self.pad_requests, self.covers = cost_ms, pad_requests, covers
+        self.table_ms, self.pad_requests, self.covers = cost_ms, pad_requests, covers
         self.plain_ms = plain_ms  # (bcap, kv_len) -> ms of a plain round, or None (adaptive/floor.py)
+        # sync mode with plain costs: drafted rounds priced as served once timed (verify_served.py), else the table
+        self.served = (ServedRows(cost_ms, lambda bcap: plain_ms(bcap, None))
+                       if served and mode == "sync" and plain_ms is not None else None)
+        self.cost_ms = self.served.cost_ms if self.served is not None else cost_ms
+        self._served_version = 0
         self.target_buckets = {int(b): sorted(g) for b, g in target_buckets.items()}
         self.pad_rows = pad_rows or (lambda bcap, rows: first_covering(self.target_buckets.get(bcap, ()), rows))
         self.feedback: LaggedFeedback[tuple] = LaggedFeedback(lag)
@@ -100,6 +107,21 @@ class VerifyController:
         counts = (ConfidenceRatio.counts(P, verify_lens, accepted)
                   if self.confidence is not None and verify_lens is not None and accepted is not None else None)
         self.feedback.push(round_id, (P, counts))
+
+    def observe_round(self, round_id: int, B: int, G: int | None, ms: float, pure: bool) -> None:
+        """A completed round's time as served: G padded target rows of a drafted round, None for a plain one;
+        `pure`: decode only, not a probe (verify_served.py). Ignored without served pricing."""
+        bcap = self.pad_requests(B) if self.served is not None else None
+        if bcap is not None:
+            self.served.record(round_id, bcap, G, ms, pure)
+
+    def _reprice(self) -> None:
+        """Drop the memoised estimates once a served price changed (they were computed at the old one)."""
+        if self.served is not None and self.served.version != self._served_version:
+            self._served_version = self.served.version
+            self._memo.clear()
+            for _, outcomes in self.recent:
+                outcomes.clear()
 
     def _uncovered(self, bcap: int, kv_len: int | None) -> str | None:
         if self.covers is not None and not self.covers(bcap, kv_len):
@@ -144,6 +166,7 @@ class VerifyController:
         skip the draft; True otherwise (no request bucket, outside the calibrated coverage, no feedback
         with prior_rate None: draft and admit as R-D3a says)."""
         self._take_feedback(round_id)
+        self._reprice()
         bcap = self.pad_requests(B)
         if (not self.lagged and self.prior_rate is None) or bcap is None or bcap not in self.target_buckets \
                 or self._uncovered(bcap, kv_len):
@@ -249,6 +272,7 @@ class VerifyController:
         """Synchronous mode: Algorithm 1 with early stop on the current round's P (host)."""
         B = int(P.shape[0])
         bcap = self.pad_requests(B)
+        self._reprice()
         why = "fallback: no request bucket; full width" if bcap is None else self._uncovered(bcap, kv_len)
         if why is not None:
             lens = verify_caps(max_lens, B, self.width).tolist()

@@ -141,6 +141,8 @@ class AdaptiveControl:
                              f"the newest rounds holding {GATE_REQUESTS} request-rounds, each admitted by its own early "
                              "stop, predict a gain together; gate and admission read the draft's confidences times "
                              "the stream's accepted / predicted drafts (adaptive/draft_calibration.py)")
+                if self.verify.served is not None:
+                    self.log(self.verify.served.describe())
                 if not self.table.metadata.plain_ms:
                     self.log("[adaspec] plain floor: this cost table has no plain-round costs (written before "
                              "issue 13): a plain round is charged the drafted G = B cost, so the floor skips the "
@@ -337,7 +339,17 @@ class AdaptiveControl:
                 k, pure = served_kind(plan.num_steps, plan.verify_lens, result.verify_lens, stop, decode_only,
                                       plan.probe, plan.draft_only is not None)
                 self.step.observe_round(round_id, len(result.verify_lens), k, 1000.0 * seconds, pure)
-        elif any(result.draft_scores) and (self.verify.mode == "async" or self.floor is not None):
+            return
+        if seconds is not None and round_id is not None and plan is not None and self.verify.served is not None:
+            # sync verify prices drafted rounds as served (adaptive/verify_served.py): pure rounds are decode only and
+            # no probe; a drafted round is timed at the padded rows it verified
+            B = len(result.verify_lens)
+            G = (self.geometry.pad_rows(self.geometry.pad_requests(B), B + sum(result.verify_lens))
+                 if plan.num_steps > 0 and self.geometry.pad_requests(B) is not None else None)
+            self.verify.observe_round(round_id, B, G, 1000.0 * seconds,
+                                      decode_only and not plan.probe and plan.draft_only is None
+                                      and (G is not None or plan.num_steps == 0))
+        if any(result.draft_scores) and (self.verify.mode == "async" or self.floor is not None):
             # a round that skipped its draft has no scores, nor do the requests a probe left out;
             # synchronous admission without the floor's gate reads no lagged feedback at all (its heap
             # would only grow)
@@ -352,4 +364,5 @@ class AdaptiveControl:
                     "cost_checks": self.step.cost_checks, "ceiling_batches": self.ceiling_batches}
         return {"chosen_G": dict(sorted(self.verify.g_histogram.items())),
                 **(self.floor.summary() if self.floor is not None else {}),
-                **({"confidence_ratio": round(self.verify.confidence_ratio(), 4)} if self.verify.mode == "sync" else {})}
+                **({"confidence_ratio": round(self.verify.confidence_ratio(), 4)} if self.verify.mode == "sync" else {}),
+                **({"served_corrections": self.verify.served.priced()} if self.verify.served is not None else {})}

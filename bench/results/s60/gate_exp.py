@@ -33,13 +33,15 @@ def run(v, src):
     vc.GATE_REQUESTS = 1 if v in ("gate", "ratio") else 16
     if v in ("gate", "window"):
         ctl.verify.confidence = None
+    if v in ("gate", "window", "calwin"):  # stop 61: served pricing (verify_served.py) off, the table prices
+        ctl.verify.served, ctl.verify.cost_ms = None, ctl.verify.table_ms
     if v == "nofloor":
         ctl.floor = None
     elif v.startswith("probe"):
         a, b = v[5:].split("_")
         ctl.floor = PlainFloor(probe_interval=int(a), max_probe_interval=int(b))
     r = common.serve(d, sets[src][:4], 1, 256, ignore_eos=True)
-    return r, str(ctl.summary()) + f" ratio {ctl.verify.confidence_ratio():.2f}"
+    return r, str(ctl.summary())[-260:] + f" ratio {ctl.verify.confidence_ratio():.2f}"
 for src in srcs:
     res = {v: [] for v in variants}
     for rep in range(reps):

@@ -1,0 +1,129 @@
+"""Synchronous verify's drafted rounds priced as served (issue 13; adaspec's extension of R-D3a and R-F).
+
+The sync gate (floor.py, verify_controller.py) weighs a drafted round of G target rows against a plain round with
+the start-up cost table. The table is measured on synthetic requests over the whole calibrated KV range and fitted
+as one curve per request bucket; where drafting is marginal its few-percent error decides the sign. On the Zen 4 VM
+of stop 60 (`bench/results/s60/served_gap.out`), DSpark w = 7 at one request served drafted rounds of 3-5 rows at
+1.47-1.75 plain rounds where the table said 1.55-1.90, enough to keep code plain in ~85% of its rounds where a fixed
+L2 ran 1.05x plain. The engine times every round anyway, so the controller prices a drafted G from the rounds it
+served:
+
+- **Samples** (`ServedRows.record`): per request bucket, the newest `PLAIN_SAMPLES` pure plain rounds (decode only,
+  no draft) give a plain reference, their median, while the newest is at most `PLAIN_AGE` rounds old. A pure
+  drafted round (decode only, not a probe or a probe subset) that follows a pure drafted round of the same bucket
+  (the first drafting round after plain ones also catches up on the draft context they deferred: a cost of
+  switching, not of G) gives a sample of its G: its ms over that reference.
+- **Pricing** (`cost_ms`): a G with at least `MIN_SAMPLES` samples no older than `MAX_AGE` rounds costs the median
+  of its newest `SAMPLES` samples times the table's plain round, so gate, window and admission compare drafted and
+  plain rounds as served. A G without its own samples takes the correction (served over table, relative to plain)
+  of the nearest G of its bucket that has one (the larger on a tie): the rows a round verifies move with every
+  round's scores, and the G next to a priced one shares most of its error. Corrections are clipped to
+  [`MIN_CORRECTION`, `MAX_CORRECTION`] and kept in steps of `STEP`, so that a new sample rarely changes a price (the
+  controller's memoised estimates are dropped when one does: `version`).
+- Without samples (a stream that never drafts twice in a row, or never runs plain: prose keeps drafting, where the
+  table's verdict is not marginal) the table alone prices.
+
+Nothing here reads the target's outputs or changes which rows are lossless to verify: it only moves how many
+drafted tokens a round admits, or whether it drafts, which every admission already leaves exact.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import deque
+from typing import Callable
+
+PLAIN_SAMPLES = 9  # plain rounds whose median is the reference
+PLAIN_AGE = 64  # rounds after which the newest plain round no longer references a sample
+SAMPLES = 9  # a G's price is the median of this many newest samples
+MIN_SAMPLES = 5
+MAX_AGE = 4096  # rounds after which a sample no longer prices
+MIN_CORRECTION, MAX_CORRECTION = 0.7, 1.4
+STEP = 0.02
+EXPIRE_EVERY = 256  # rounds between checks for prices whose samples all aged out
+
+
+class ServedRows:
+    """Served cost of drafted rounds per (request bucket, padded rows), relative to plain rounds (module
+    docstring). `table_ms(bcap, G)` and `plain_ms(bcap)`: the cost table's prices."""
+
+    def __init__(self, table_ms: Callable[[int, int], "float | None"], plain_ms: Callable[[int], "float | None"]):
+        self.table_ms, self.plain_ms = table_ms, plain_ms
+        self._plain: dict[int, deque[tuple[int, float]]] = {}
+        self._samples: dict[tuple[int, int], deque[tuple[int, float]]] = {}
+        self._previous: tuple[int, int, bool] | None = None  # (round, bucket, pure drafted) of the last round
+        self._corrections: dict[int, dict[int, float]] = {}  # per bucket, G -> correction (own samples only)
+        self.version = 0  # bumped whenever a correction changes
+        self.last_round: int | None = None
+
+    def record(self, round_id: int, bcap: int, G: int | None, ms: float, pure: bool) -> None:
+        """A completed round of request bucket `bcap`: G padded target rows, or None for a plain round (no draft)."""
+        pure = bool(pure) and ms > 0
+        steady = (pure and G is not None and self._previous is not None
+                  and self._previous == (round_id - 1, bcap, True))
+        self._previous = (round_id, bcap, pure and G is not None)
+        self.last_round = round_id
+        if round_id % EXPIRE_EVERY == 0:
+            self.expire(round_id)
+        if not pure:
+            return
+        if G is None:
+            self._plain.setdefault(bcap, deque(maxlen=PLAIN_SAMPLES)).append((round_id, float(ms)))
+            return
+        ref = self._reference(bcap, round_id)
+        if not steady or ref is None:
+            return
+        samples = self._samples.setdefault((bcap, G), deque(maxlen=SAMPLES))
+        samples.append((round_id, ms / ref))
+        self._update(bcap, round_id)
+
+    def _reference(self, bcap: int, now: int) -> float | None:
+        plain = self._plain.get(bcap)
+        if not plain or now - plain[-1][0] > PLAIN_AGE:
+            return None
+        return statistics.median(ms for _, ms in plain)
+
+    def _update(self, bcap: int, now: int) -> None:
+        """Recompute the bucket's corrections from its samples no older than MAX_AGE; bump `version` on a change."""
+        plain = self.plain_ms(bcap)
+        new: dict[int, float] = {}
+        for (b, G), samples in self._samples.items():
+            kept = [x for r, x in samples if b == bcap and now - r <= MAX_AGE]
+            table = self.table_ms(bcap, G) if len(kept) >= MIN_SAMPLES and plain else None
+            if table:
+                c = statistics.median(kept) * plain / table
+                new[G] = round(min(MAX_CORRECTION, max(MIN_CORRECTION, c)) / STEP) * STEP
+        if new != self._corrections.get(bcap, {}):
+            self._corrections[bcap] = new
+            self.version += 1
+
+    def correction(self, bcap: int, G: int) -> float:
+        """Served over table cost of G rows (relative to plain rounds): its own, the nearest priced G's, or 1."""
+        own = self._corrections.get(bcap)
+        if not own:
+            return 1.0
+        if G in own:
+            return own[G]
+        return own[min(own, key=lambda g: (abs(g - G), -g))]
+
+    def cost_ms(self, bcap: int, G: int) -> float | None:
+        """The table's cost of G rows at `bcap` times its served correction (None where the table has none)."""
+        c = self.table_ms(bcap, G)
+        return None if c is None else c * self.correction(bcap, G)
+
+    def expire(self, now: int) -> None:
+        """Drop the prices whose samples aged out (called once in a while: a sample only ages)."""
+        for bcap in list(self._corrections):
+            self._update(bcap, now)
+
+    def priced(self) -> dict[int, dict[int, float]]:
+        """{bucket: {G: correction}} for the G priced by their own samples (the summary)."""
+        return {b: dict(sorted(c.items())) for b, c in sorted(self._corrections.items()) if c}
+
+    @staticmethod
+    def describe() -> str:
+        return (f"[adaspec] served pricing (sync verify): a drafted round of G rows is priced at the median of its "
+                f"newest {SAMPLES} served times over the median of the newest {PLAIN_SAMPLES} plain rounds, times the "
+                f"table's plain round, once {MIN_SAMPLES} steady rounds of that G were timed (a G not yet timed takes "
+                f"the nearest timed G's correction, within [{MIN_CORRECTION}, {MAX_CORRECTION}]); until then the "
+                "table prices (adaptive/verify_served.py)")

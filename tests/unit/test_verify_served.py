@@ -1,0 +1,113 @@
+"""Issue 13 (R-D3a, R-F; adaspec's extension): synchronous verify prices drafted rounds from the rounds it served
+(adaptive/verify_served.py), so a table that overprices drafted rounds no longer keeps a stream plain."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import adaspec.adaptive.verify_served as vs
+from adaspec.adaptive.verify_controller import VerifyController
+from adaspec.adaptive.verify_served import ServedRows
+from test_adaptive_engine import PROMPTS, _engine, _mode_flags, cal_files, plain  # noqa: F401 (fixtures)
+from staggered import run_staggered
+
+TABLE = {1: 1.2, 2: 1.35, 3: 1.5, 4: 1.7, 5: 1.9, 6: 2.1}  # drafted rounds at one request; a plain round costs 1.0
+
+
+def _rows() -> ServedRows:
+    return ServedRows(lambda bcap, G: TABLE.get(G), lambda bcap: 1.0)
+
+
+def _serve(s: ServedRows, start: int, rounds) -> int:
+    """Record (G or None, ms, pure) rounds from round `start` on; returns the next round id."""
+    for i, (G, ms, pure) in enumerate(rounds):
+        s.record(start + i, 1, G, ms, pure)
+    return start + len(rounds)
+
+
+def test_a_steady_drafted_round_is_priced_against_the_plain_rounds_around_it():
+    s = _rows()
+    n = _serve(s, 1, [(None, 10.0, True)] * 3)
+    n = _serve(s, n, [(3, 13.0, True)] * 5)  # the first follows a plain round (catch-up): 4 samples
+    assert s.correction(1, 3) == 1.0 and s.priced() == {}
+    n = _serve(s, n, [(3, 13.0, True)])
+    # served 1.3 plain rounds where the table says 1.5: in steps of 0.02
+    assert s.correction(1, 3) == pytest.approx(round(1.3 / 1.5 / vs.STEP) * vs.STEP)
+    assert s.cost_ms(1, 3) == pytest.approx(1.5 * s.correction(1, 3))
+    assert s.priced() == {1: {3: s.correction(1, 3)}}
+    # a G never timed takes the nearest timed G's correction; the table's None stays None
+    assert s.correction(1, 5) == s.correction(1, 2) == s.correction(1, 3)
+    assert s.cost_ms(1, 7) is None
+    assert s.correction(2, 3) == 1.0  # another request bucket has its own
+
+
+def test_probes_impure_rounds_and_stale_references_give_no_sample():
+    s = _rows()
+    n = _serve(s, 1, [(None, 10.0, True)] * 3)
+    before = s.version
+    n = _serve(s, n, [(2, 12.0, True), (2, 12.0, False)] * 6)  # every pure one follows an impure one
+    n = _serve(s, n, [(None, 10.0, False)] + [(2, 12.0, True)] * 8)  # no pure plain round since this run began...
+    assert s.priced() == {1: {2: pytest.approx(round(12.0 / 10.0 / 1.35 / vs.STEP) * vs.STEP)}}  # ...but 3 before
+    t = _rows()
+    m = _serve(t, 1, [(None, 10.0, True)])
+    _serve(t, m + vs.PLAIN_AGE, [(2, 12.0, True)] * 10)  # the plain reference is too old
+    assert t.priced() == {} and t.version == 0
+    assert s.version > before
+
+
+def test_corrections_are_clipped_and_age_out():
+    s = _rows()
+    n = _serve(s, 1, [(None, 10.0, True)] * 3)
+    n = _serve(s, n, [(4, 100.0, True)] * 7)
+    assert s.correction(1, 4) == pytest.approx(vs.MAX_CORRECTION)
+    s.expire(n + vs.MAX_AGE + 1)
+    assert s.priced() == {} and s.correction(1, 4) == 1.0
+
+
+def test_the_gate_drafts_once_the_drafted_rounds_it_served_were_cheaper_than_the_table_said():
+    """The same lagged confidences: at the table's prices a drafted round loses to a plain one; timed rounds show
+    that drafted rounds cost less, and the gate drafts. The memoised verdict is dropped when the price changes."""
+    scores = np.full((1, 5), 0.3)  # (1 + 0.3) / 1.35 < 1 / 1.0 at the table; > 1 / 1.0 at 1.1
+    ctrl = VerifyController(5, lambda bcap, G: TABLE.get(G), lambda B: 1 if B == 1 else None, {1: sorted(TABLE)},
+                            mode="sync", lag=1, plain_ms=lambda bcap, kv: 1.0)
+    ctrl.observe(scores, round_id=0)
+    assert not ctrl.predicts_gain(1, round_id=1)
+    n = 1
+    for _ in range(3):
+        ctrl.observe_round(n, 1, None, 10.0, True)
+        n += 1
+    for _ in range(8):  # drafted rounds of every G served at 1.1 plain rounds
+        for G in sorted(TABLE):
+            ctrl.observe_round(n, 1, G, 11.0, True)
+            n += 1
+    assert ctrl.served.priced()[1]
+    assert ctrl.predicts_gain(1, round_id=n)
+    off = VerifyController(5, lambda bcap, G: TABLE.get(G), lambda B: 1 if B == 1 else None, {1: sorted(TABLE)},
+                           mode="sync", lag=1, plain_ms=lambda bcap, kv: 1.0, served=False)
+    assert off.served is None
+    off.observe_round(1, 1, None, 10.0, True)  # ignored
+    assert VerifyController(5, lambda bcap, G: 1.0, lambda B: 1, {1: [1]}, mode="async", lag=2,
+                            plain_ms=lambda bcap, kv: 1.0).served is None  # async budgets: the table alone
+
+
+def test_an_engine_times_its_sync_rounds_and_stays_exact(tiny_llama_dir, plain, linear_backend,  # noqa: F811
+                                                          cal_files):  # noqa: F811
+    """Every round reaches the served prices (plain ones as references, drafted ones at their padded rows), the
+    summary reports them, and greedy output equals plain greedy whatever they decide."""
+    params, ref = plain
+    llm = _engine(tiny_llama_dir, [o.prompt_token_ids + o.token_ids for o in ref], linear_backend=linear_backend,
+                  **_mode_flags("verify_sync", cal_files))
+    eng = llm.engine
+    served = eng.control.verify.served
+    assert served is not None
+    recorded = []
+    record = served.record
+    served.record = lambda *a: (recorded.append(a), record(*a))[1]
+    done = run_staggered(eng, PROMPTS, params)
+    for i, r in enumerate(ref):
+        assert done[i].token_ids == r.token_ids, i
+    assert recorded and all(ms > 0 for _, _, _, ms, _ in recorded)
+    buckets = dict(eng.control.geometry.target_rows)
+    assert all(G is None or G in buckets[bcap] for _, bcap, G, _, _ in recorded)
+    assert "served_corrections" in eng.control.summary()
