@@ -108,12 +108,16 @@ class VerifyController:
                   if self.confidence is not None and verify_lens is not None and accepted is not None else None)
         self.feedback.push(round_id, (P, counts))
 
-    def observe_round(self, round_id: int, B: int, G: int | None, ms: float, pure: bool) -> None:
-        """A completed round's time as served: G padded target rows of a drafted round, None for a plain one;
-        `pure`: decode only, not a probe (verify_served.py). Ignored without served pricing."""
-        bcap = self.pad_requests(B) if self.served is not None else None
-        if bcap is not None:
-            self.served.record(round_id, bcap, G, ms, pure)
+    def observe_round(self, round_id: int, verify_lens, drafted: bool, ms: float, pure: bool) -> None:
+        """A completed round's time as served, with the draft tokens it verified per request and whether it drafted
+        (a drafted round is timed at its padded rows); `pure`: decode only, not a probe (verify_served.py). Ignored
+        without served pricing."""
+        B = len(verify_lens)
+        bcap = self.pad_requests(B) if self.served is not None and B else None
+        if bcap is None:
+            return
+        G = self.pad_rows(bcap, B + sum(verify_lens)) if drafted else None
+        self.served.record(round_id, bcap, G, ms, pure and (G is not None or not drafted))
 
     def _reprice(self) -> None:
         """Drop the memoised estimates once a served price changed (they were computed at the old one)."""

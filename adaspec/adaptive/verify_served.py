@@ -9,7 +9,8 @@ L2 ran 1.05x plain. The engine times every round anyway, so the controller price
 served:
 
 - **Samples** (`ServedRows.record`): per request bucket, the newest `PLAIN_SAMPLES` pure plain rounds (decode only,
-  no draft) give a plain reference, their median, while the newest is at most `PLAIN_AGE` rounds old. A pure
+  no draft) give a plain reference, their median, once there are `MIN_PLAIN` and while the newest is at most
+  `PLAIN_AGE` rounds old. A pure
   drafted round (decode only, not a probe or a probe subset) that follows a pure drafted round of the same bucket
   (the first drafting round after plain ones also catches up on the draft context they deferred: a cost of
   switching, not of G) gives a sample of its G: its ms over that reference.
@@ -34,6 +35,7 @@ from collections import deque
 from typing import Callable
 
 PLAIN_SAMPLES = 9  # plain rounds whose median is the reference
+MIN_PLAIN = 3  # ... once there are this many
 PLAIN_AGE = 64  # rounds after which the newest plain round no longer references a sample
 SAMPLES = 9  # a G's price is the median of this many newest samples
 MIN_SAMPLES = 5
@@ -79,7 +81,7 @@ class ServedRows:
 
     def _reference(self, bcap: int, now: int) -> float | None:
         plain = self._plain.get(bcap)
-        if not plain or now - plain[-1][0] > PLAIN_AGE:
+        if not plain or len(plain) < MIN_PLAIN or now - plain[-1][0] > PLAIN_AGE:
             return None
         return statistics.median(ms for _, ms in plain)
 

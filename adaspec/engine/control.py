@@ -340,15 +340,9 @@ class AdaptiveControl:
                                       plan.probe, plan.draft_only is not None)
                 self.step.observe_round(round_id, len(result.verify_lens), k, 1000.0 * seconds, pure)
             return
-        if seconds is not None and round_id is not None and plan is not None and self.verify.served is not None:
-            # sync verify prices drafted rounds as served (adaptive/verify_served.py): pure rounds are decode only and
-            # no probe; a drafted round is timed at the padded rows it verified
-            B = len(result.verify_lens)
-            G = (self.geometry.pad_rows(self.geometry.pad_requests(B), B + sum(result.verify_lens))
-                 if plan.num_steps > 0 and self.geometry.pad_requests(B) is not None else None)
-            self.verify.observe_round(round_id, B, G, 1000.0 * seconds,
-                                      decode_only and not plan.probe and plan.draft_only is None
-                                      and (G is not None or plan.num_steps == 0))
+        if seconds is not None and round_id is not None and plan is not None:  # sync verify's served prices
+            self.verify.observe_round(round_id, result.verify_lens, plan.num_steps > 0, 1000.0 * seconds,
+                                      decode_only and not plan.probe and plan.draft_only is None)
         if any(result.draft_scores) and (self.verify.mode == "async" or self.floor is not None):
             # a round that skipped its draft has no scores, nor do the requests a probe left out;
             # synchronous admission without the floor's gate reads no lagged feedback at all (its heap

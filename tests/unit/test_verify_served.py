@@ -75,18 +75,18 @@ def test_the_gate_drafts_once_the_drafted_rounds_it_served_were_cheaper_than_the
     assert not ctrl.predicts_gain(1, round_id=1)
     n = 1
     for _ in range(3):
-        ctrl.observe_round(n, 1, None, 10.0, True)
+        ctrl.observe_round(n, [0], False, 10.0, True)
         n += 1
     for _ in range(8):  # drafted rounds of every G served at 1.1 plain rounds
         for G in sorted(TABLE):
-            ctrl.observe_round(n, 1, G, 11.0, True)
+            ctrl.observe_round(n, [G - 1], True, 11.0, True)
             n += 1
     assert ctrl.served.priced()[1]
     assert ctrl.predicts_gain(1, round_id=n)
     off = VerifyController(5, lambda bcap, G: TABLE.get(G), lambda B: 1 if B == 1 else None, {1: sorted(TABLE)},
                            mode="sync", lag=1, plain_ms=lambda bcap, kv: 1.0, served=False)
     assert off.served is None
-    off.observe_round(1, 1, None, 10.0, True)  # ignored
+    off.observe_round(1, [0], False, 10.0, True)  # ignored
     assert VerifyController(5, lambda bcap, G: 1.0, lambda B: 1, {1: [1]}, mode="async", lag=2,
                             plain_ms=lambda bcap, kv: 1.0).served is None  # async budgets: the table alone
 

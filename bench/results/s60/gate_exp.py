@@ -8,6 +8,7 @@ from bench.adaptive_calibration import write_calibration_files
 from bench.adaptive_hooks import Hook
 from adaspec.adaptive.floor import PlainFloor
 import adaspec.adaptive.verify_controller as vc
+from adaspec.adaptive.verify_served import ServedRows
 common.setup_threads(1)
 srcs = sys.argv[1].split(",")
 variants = sys.argv[2].split(",")
@@ -35,6 +36,11 @@ def run(v, src):
         ctl.verify.confidence = None
     if v in ("gate", "window", "calwin"):  # stop 61: served pricing (verify_served.py) off, the table prices
         ctl.verify.served, ctl.verify.cost_ms = None, ctl.verify.table_ms
+    if v.startswith(("up", "servedup")):  # stop 61: the table's drafted rounds raised by N% (upN: served off)
+        table, up = ctl.verify.table_ms, 1 + int(v.split("up")[1]) / 100
+        ctl.verify.table_ms = lambda bcap, G: None if table(bcap, G) is None else up * table(bcap, G)
+        ctl.verify.served = ServedRows(ctl.verify.table_ms, ctl.verify.served.plain_ms) if v.startswith("served") else None
+        ctl.verify.cost_ms = ctl.verify.served.cost_ms if ctl.verify.served is not None else ctl.verify.table_ms
     if v == "nofloor":
         ctl.floor = None
     elif v.startswith("probe"):
