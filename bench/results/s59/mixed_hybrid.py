@@ -25,8 +25,8 @@ from bench.adaptive_interleaved import serve_interleaved  # noqa: E402
 
 FIXED = {"plain": ("none", None), "mtp_k1": ("MTP", 1), "mtp_k2": ("MTP", 2), "mtp_k3": ("MTP", 3),
          "hyb_k1": ("MTP+Suffix", 1), "hyb_k2": ("MTP+Suffix", 2), "hyb_k3": ("MTP+Suffix", 3),
-         "hyb_k5": ("MTP+Suffix", 5), "hyb_k8": ("MTP+Suffix", 8)}
-STEP = {"mtp_step": "MTP", "hyb_step": "MTP+Suffix"}
+         "hyb_k5": ("MTP+Suffix", 5), "hyb_k8": ("MTP+Suffix", 8), "mtp_k5": ("MTP", 5)}
+STEP = {"mtp_step": "MTP", "hyb_step": "MTP+Suffix", "hyb_step_alt": "MTP+Suffix"}  # _alt: --alt_policy (stop 61)
 
 
 def main() -> None:
@@ -38,25 +38,33 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--k_max", type=int, default=5)
     p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--alt_policy", default="{}", help="JSON policy of the *_alt draft step (stop 61)")
     p.add_argument("--configs", default="plain,mtp_k1,mtp_k2,mtp_k3,hyb_k2,hyb_k3,hyb_k5,mtp_step,hyb_step")
     a = p.parse_args()
     names = a.configs.split(",")
     common.setup_threads(1)
     common.share_target_weights()
     ns = SimpleNamespace(calibration_json=None, batch_sizes=[a.batch_size], max_model_len=1024, sources=[a.source],
-                         num_prompts=a.num_prompts, prompt_tokens=192, alt_step_policy="{}")
+                         num_prompts=a.num_prompts, prompt_tokens=192, alt_step_policy=a.alt_policy)
     files = write_calibration_files(ns, Path(tempfile.mkdtemp(prefix="s59_")))
     llms = {}
     for n in names:
         base = dict(max_seqs=a.batch_size, max_model_len=1024)
-        if n in FIXED:
-            algo, k = FIXED[n]
+        fixed, _, costs = n.partition("@")  # stop 61: hyb_kK@ROW_STEP sets the hybrid's value-rule costs
+        if fixed in FIXED:
+            algo, k = FIXED[fixed]
             llms[n] = common.build_llm("float32", algo, k, None, **base)
+            if costs:
+                drafter = llms[n].engine.drafter
+                drafter.verify_row_cost, drafter.mtp_step_cost = (float(x) for x in costs.split("_"))
         else:
             llms[n] = common.build_llm("float32", STEP[n], a.k_max, None, **base, enable_adaptive_draft_step=True,
-                                       adaptive_draft_step_config=str(files["step"]),
+                                       adaptive_draft_step_config=str(files["step_alt" if n.endswith("_alt") else "step"]),
                                        graph_decode_batch_sizes=tuple(calibration_fields(ns)["request_buckets"]))
         print(f"built {n}", file=sys.stderr, flush=True)
+    for n in names:  # an A/B of a policy is priced by the same start-up table (stop 61)
+        if n.endswith("_alt") and n[:-4] in llms:
+            llms[n].engine.control.install_table(llms[n[:-4]].engine.control.table)
     stream = common.warmed_prompt_sets(llms, ns)[a.source][: max(a.num_prompts, a.batch_size)]
     ratios: dict[str, list[float]] = {n: [] for n in names if n != "plain"}
     for rep in range(a.repeats):
