@@ -95,11 +95,6 @@ class StepPolicy:
     # table's) of the nearest count of its request bucket that has one, and so is a closed batch's later phase
     # (step_served.py); False = the table alone until the count's own ratio is known
     served_transfer: bool = True
-    # the confidence stop also decides the depth of the MTP+Suffix draft's MTP rows (drafts/hybrid.py: MTP drafts up
-    # to the ceiling and each MTP row verifies up to its stop; a Suffix row keeps the proposal its value rule chose).
-    # At the greedy ceiling (one greedy request) the hybrid's value rule otherwise picks one MTP depth per round from
-    # the windowed acceptance. False = the value rule's depth (stop 59)
-    hybrid_confidence_stop: bool = True
 
     def __post_init__(self):
         if self.population_drafts < 0:

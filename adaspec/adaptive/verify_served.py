@@ -94,7 +94,7 @@ class ServedRows:
             table = self.table_ms(bcap, G) if len(kept) >= MIN_SAMPLES and plain else None
             if table:
                 c = statistics.median(kept) * plain / table
-                new[G] = round(min(MAX_CORRECTION, max(MIN_CORRECTION, c)) / STEP) * STEP
+                new[G] = round(round(min(MAX_CORRECTION, max(MIN_CORRECTION, c)) / STEP) * STEP, 6)
         if new != self._corrections.get(bcap, {}):
             self._corrections[bcap] = new
             self.version += 1

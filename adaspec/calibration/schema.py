@@ -195,9 +195,6 @@ class DraftStepPolicy(BaseModel):
     # correction of the table in its request bucket; false = the table alone until its own is known
     # (adaptive/step_served.py)
     served_transfer: bool = True
-    # adaspec's extension: the confidence stop also ends the MTP+Suffix draft's MTP rows (its Suffix rows keep their
-    # proposals); false = the hybrid's value rule picks one MTP depth per round (drafts/hybrid.py)
-    hybrid_confidence_stop: bool = True
 
 
 class DraftStepCalibration(_CalibrationFields):

@@ -121,12 +121,9 @@ class MTPSuffixDrafter:
             self._planning = batch.round_id
             depth, m_value = self.mtp_choice(K)
             use_suffix = [self.suffix_value(p) >= m_value for p in props]
-            if batch.stop_below > 0:  # the confidence stop decides each MTP row's depth, up to K (stop 61)
-                depth = K
         need_mtp = K > 0 and not all(use_suffix)
         t1 = time.perf_counter()
-        out = self.mtp.draft(dataclasses.replace(batch, num_steps=depth if need_mtp else 0,
-                                                 stop_below=batch.stop_below if need_mtp else 0.0))
+        out = self.mtp.draft(dataclasses.replace(batch, num_steps=depth if need_mtp else 0))
         t2 = time.perf_counter()
         if need_mtp and depth < K:  # MTP rows propose `depth` tokens; the rest is filler with score 0
             B = len(props)
@@ -153,22 +150,9 @@ class MTPSuffixDrafter:
             tokens[rows], scores[rows] = s.tokens[rows], s.scores[rows]
             lengths = [p.length if u else depth for p, u in zip(props, use_suffix)]
             result = DraftOutput(tokens, scores, lengths=lengths)
-        if batch.stop_below > 0 and K:
-            result.confident = self._confident(out, use_suffix, K, batch.stop_below) if need_mtp else [K] * len(props)
         self.host_seconds += (t1 - t0) + (time.perf_counter() - t2)
         self.calls += 1
         return result
-
-    @staticmethod
-    def _confident(out: DraftOutput, use_suffix: list[bool], K: int, stop_below: float) -> list[int]:
-        """The confidence stop's lengths (drafts/base.py `confident`) for MTP rows; a Suffix row keeps its proposal
-        (its scores are online acceptance estimates, for which the stop was never measured, and its value rule has
-        already chosen how much of the match to propose)."""
-        mtp = out.confident
-        if mtp is None:
-            from ..adaptive.scoring import confident_lengths
-            mtp = confident_lengths(out.scores, stop_below)
-        return [K if u else int(n) for u, n in zip(use_suffix, mtp)]
 
     def observe(self, round_id, verify_lens, num_accepted) -> None:
         self.suffix.observe(round_id, verify_lens, num_accepted)

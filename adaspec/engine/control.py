@@ -221,10 +221,8 @@ class AdaptiveControl:
                                requests=[r.request_id for r in decoding],
                                closed=functools.partial(self._closed_batch, decoding))  # computed if a score reads it
             # the confidence stop reads the MTP draft's probability of its own tokens (step_policy.py); the Suffix
-            # drafts' scores are online acceptance estimates of free proposals, for which it was never measured (the
-            # MTP+Suffix draft applies it to its MTP rows only, policy.hybrid_confidence_stop)
-            hybrid = self.algorithm == "MTP+Suffix" and self.step.policy.hybrid_confidence_stop
-            stop = self.step.policy.confidence_stop if self.algorithm == "MTP" or hybrid else 0.0
+            # drafts' scores are online acceptance estimates of free proposals, for which it was never measured
+            stop = self.step.policy.confidence_stop if self.algorithm == "MTP" else 0.0
             # a cost check at k = 0 times plain k = 1 rounds (adaptive/step_served.py): never at the ceiling
             ceiling = k > 0 and not self.step.last_check and self._greedy_ceiling(decoding, stop)
             if ceiling:  # one greedy request: draft to k_max, the stop decides how deep (step_policy.greedy_ceiling)
