@@ -37,9 +37,10 @@ class ConfidenceRatio:
     def counts(P: np.ndarray, verify_lens, accepted) -> tuple[int, float, float]:
         """(requests, predicted, realised) of one round: P [B, w] path probabilities, the verified and accepted
         draft tokens per request."""
-        lens = np.minimum(np.asarray(verify_lens, dtype=np.int64), P.shape[1])
-        mask = np.arange(P.shape[1])[None, :] < lens[:, None]
-        return P.shape[0], float((P * mask).sum()), float(np.minimum(np.asarray(accepted), lens).sum())
+        w = P.shape[1]
+        lens = [min(int(L), w) for L in verify_lens]
+        predicted = sum(sum(row[:L]) for row, L in zip(P.tolist(), lens))  # plain Python: a round has a few dozen
+        return P.shape[0], float(predicted), float(sum(min(int(m), L) for m, L in zip(accepted, lens)))
 
     def push(self, counts: tuple[int, float, float]) -> None:
         if counts[0] <= 0:

@@ -37,7 +37,8 @@ def path_probabilities(scores):
     """
     if isinstance(scores, torch.Tensor):
         return torch.cumprod(torch.nan_to_num(scores.float(), nan=0.0).clamp(0.0, 1.0), dim=-1)
-    s = np.clip(np.nan_to_num(np.asarray(scores, dtype=np.float64), nan=0.0), 0.0, 1.0)
+    s = np.asarray(scores, dtype=np.float64)
+    s = np.clip(s if np.isfinite(s).all() else np.nan_to_num(s, nan=0.0), 0.0, 1.0)  # (nan_to_num: ~25 us)
     return np.cumprod(s, axis=-1)
 
 

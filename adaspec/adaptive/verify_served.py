@@ -56,6 +56,8 @@ class ServedRows:
         self._previous: tuple[int, int, bool] | None = None  # (round, bucket, pure drafted) of the last round
         self._corrections: dict[int, dict[int, float]] = {}  # per bucket, G -> correction (own samples only)
         self.version = 0  # bumped whenever a correction changes
+        self._costs: dict[tuple[int, int], float | None] = {}  # cost_ms's, valid for _costs_version
+        self._costs_version = 0
         self.last_round: int | None = None
 
     def record(self, round_id: int, bcap: int, G: int | None, ms: float, pure: bool) -> None:
@@ -109,9 +111,16 @@ class ServedRows:
         return own[min(own, key=lambda g: (abs(g - G), -g))]
 
     def cost_ms(self, bcap: int, G: int) -> float | None:
-        """The table's cost of G rows at `bcap` times its served correction (None where the table has none)."""
-        c = self.table_ms(bcap, G)
-        return None if c is None else c * self.correction(bcap, G)
+        """The table's cost of G rows at `bcap` times its served correction (None where the table has none); kept
+        until a correction changes (the admission and the gate ask for a few costs every round)."""
+        if self._costs_version != self.version:
+            self._costs.clear()
+            self._costs_version = self.version
+        key = (bcap, G)
+        if key not in self._costs:
+            c = self.table_ms(bcap, G)
+            self._costs[key] = None if c is None else c * self.correction(bcap, G)
+        return self._costs[key]
 
     def expire(self, now: int) -> None:
         """Drop the prices whose samples aged out (called once in a while: a sample only ages)."""
