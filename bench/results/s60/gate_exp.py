@@ -32,7 +32,7 @@ def run(v, src):
         return r, ""
     ctl.reset()
     vc.GATE_REQUESTS = 1 if v in ("gate", "ratio") else 16
-    if v in ("gate", "window"):
+    if v in ("gate", "window", "noratio"):  # noratio (stop 61): served pricing on, the confidence ratio off
         ctl.verify.confidence = None
     if v in ("gate", "window", "calwin"):  # stop 61: served pricing (verify_served.py) off, the table prices
         ctl.verify.served, ctl.verify.cost_ms = None, ctl.verify.table_ms
