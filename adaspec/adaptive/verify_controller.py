@@ -108,16 +108,18 @@ class VerifyController:
                   if self.confidence is not None and verify_lens is not None and accepted is not None else None)
         self.feedback.push(round_id, (P, counts))
 
-    def observe_round(self, round_id: int, verify_lens, drafted: bool, ms: float, pure: bool) -> None:
-        """A completed round's time as served, with the draft tokens it verified per request and whether it drafted
-        (a drafted round is timed at its padded rows); `pure`: decode only, not a probe (verify_served.py). Ignored
-        without served pricing."""
+    def observe_round(self, round_id: int, verify_lens, drafted: bool, ms: float, pure: bool,
+                      accepted=None) -> None:
+        """A completed round's time as served, with the draft tokens it verified (and `accepted`) per request and
+        whether it drafted (a drafted round is timed at its padded rows); `pure`: decode only, not a probe
+        (verify_served.py). Ignored without served pricing."""
         B = len(verify_lens)
         bcap = self.pad_requests(B) if self.served is not None and B else None
         if bcap is None:
             return
         G = self.pad_rows(bcap, B + sum(verify_lens)) if drafted else None
-        self.served.record(round_id, bcap, G, ms, pure and (G is not None or not drafted))
+        self.served.record(round_id, bcap, G, ms, pure and (G is not None or not drafted),
+                           None if accepted is None else B + sum(accepted), B)
 
     def _reprice(self) -> None:
         """Drop the memoised estimates once a served price changed (they were computed at the old one)."""
@@ -178,7 +180,8 @@ class VerifyController:
         cap = self._cap_sum(max_lens, B)
         if self.mode == "sync":  # predict what the early stop will admit, not the best budget (sync_gain_from_lagged)
             reason = self._budget(B, bcap, cap, kv_len, token_value, early_stop=True).reason
-            return reason.startswith(("early stop", "fallback")) or self._window_gains(B, bcap, cap, kv_len, token_value)
+            return (reason.startswith(("early stop", "fallback")) or self._window_gains(B, bcap, cap, kv_len, token_value)
+                    or (token_value >= 1.0 and self.served is not None and self.served.realised_gain(bcap, B)))
         d = self._budget(B, bcap, cap, kv_len, token_value)
         return budget_drafts(d.reason, d.G, B)
 

@@ -42,6 +42,8 @@ MIN_SAMPLES = 5
 MAX_AGE = 4096  # rounds after which a sample no longer prices
 MIN_CORRECTION, MAX_CORRECTION = 0.7, 1.4
 STEP = 0.02
+REALISED_REQUESTS = 16  # request-rounds of the newest drafted rounds realised_gain reads
+REALISED_MARGIN = 0.03  # ... and how much faster than plain rounds they must have been
 EXPIRE_EVERY = 256  # rounds between checks for prices whose samples all aged out
 
 
@@ -56,13 +58,22 @@ class ServedRows:
         self._previous: tuple[int, int, bool] | None = None  # (round, bucket, pure drafted) of the last round
         self._corrections: dict[int, dict[int, float]] = {}  # per bucket, G -> correction (own samples only)
         self.version = 0  # bumped whenever a correction changes
+        self._drafted: dict[int, deque[tuple[int, int, float]]] = {}  # per bucket: (requests, tokens, ms), newest last
         self._costs: dict[tuple[int, int], float | None] = {}  # cost_ms's, valid for _costs_version
         self._costs_version = 0
         self.last_round: int | None = None
 
-    def record(self, round_id: int, bcap: int, G: int | None, ms: float, pure: bool) -> None:
-        """A completed round of request bucket `bcap`: G padded target rows, or None for a plain round (no draft)."""
+    def record(self, round_id: int, bcap: int, G: int | None, ms: float, pure: bool,
+               tokens: int | None = None, requests: int = 1) -> None:
+        """A completed round of request bucket `bcap`: G padded target rows, or None for a plain round (no draft);
+        a drafted round's `tokens` (committed: its requests plus their accepted drafts) feed `realised_gain`."""
         pure = bool(pure) and ms > 0
+        if pure and G is not None and tokens is not None:
+            drafted = self._drafted.setdefault(bcap, deque())
+            drafted.append((requests, tokens, float(ms)))
+            held = sum(r for r, _, _ in drafted)
+            while len(drafted) > 1 and held - drafted[0][0] >= REALISED_REQUESTS:
+                held -= drafted.popleft()[0]
         steady = (pure and G is not None and self._previous is not None
                   and self._previous == (round_id - 1, bcap, True))
         self._previous = (round_id, bcap, pure and G is not None)
@@ -100,6 +111,16 @@ class ServedRows:
         if new != self._corrections.get(bcap, {}):
             self._corrections[bcap] = new
             self.version += 1
+
+    def realised_gain(self, bcap: int, B: int) -> bool:
+        """Whether the newest pure drafted rounds of `bcap` (holding REALISED_REQUESTS request-rounds) committed more
+        tokens per ms, as served, than B tokens per plain round (the median of the newest plain rounds, whatever their
+        age) by REALISED_MARGIN: measured acceptance at measured cost, no table and no confidence model."""
+        drafted, plain = self._drafted.get(bcap), self._plain.get(bcap)
+        if not drafted or not plain or len(plain) < MIN_PLAIN or sum(r for r, _, _ in drafted) < REALISED_REQUESTS:
+            return False
+        rate = sum(t for _, t, _ in drafted) / sum(ms for _, _, ms in drafted)
+        return rate > (1.0 + REALISED_MARGIN) * B / statistics.median(ms for _, ms in plain)
 
     def correction(self, bcap: int, G: int) -> float:
         """Served over table cost of G rows (relative to plain rounds): its own, the nearest priced G's, or 1."""

@@ -342,7 +342,7 @@ class AdaptiveControl:
             return
         if seconds is not None and round_id is not None and plan is not None:  # sync verify's served prices
             self.verify.observe_round(round_id, result.verify_lens, plan.num_steps > 0, 1000.0 * seconds,
-                                      decode_only and not plan.probe and plan.draft_only is None)
+                                      decode_only and not plan.probe and plan.draft_only is None, result.num_accepted)
         if any(result.draft_scores) and (self.verify.mode == "async" or self.floor is not None):
             # a round that skipped its draft has no scores, nor do the requests a probe left out;
             # synchronous admission without the floor's gate reads no lagged feedback at all (its heap

@@ -107,7 +107,43 @@ def test_an_engine_times_its_sync_rounds_and_stays_exact(tiny_llama_dir, plain, 
     done = run_staggered(eng, PROMPTS, params)
     for i, r in enumerate(ref):
         assert done[i].token_ids == r.token_ids, i
-    assert recorded and all(ms > 0 for _, _, _, ms, _ in recorded)
+    assert recorded and all(ms > 0 for _, _, _, ms, *_ in recorded)
     buckets = dict(eng.control.geometry.target_rows)
-    assert all(G is None or G in buckets[bcap] for _, bcap, G, _, _ in recorded)
+    assert all(G is None or G in buckets[bcap] for _, bcap, G, *_ in recorded)
+    # a drafted round's committed tokens: its requests plus their accepted drafts
+    assert all(tokens is None or tokens >= requests for *_, tokens, requests in recorded)
+    assert any(G is not None and tokens is not None for _, _, G, _, _, tokens, _ in recorded)
     assert "served_corrections" in eng.control.summary()
+
+
+def test_realised_gain_reads_measured_tokens_per_ms_of_drafted_rounds_against_plain_rounds():
+    """The gate's third opinion: the newest drafted rounds' committed tokens per ms as served, against plain rounds'."""
+    s = _rows()
+    n = _serve(s, 1, [(None, 10.0, True)] * 3)
+    for i in range(vs.REALISED_REQUESTS - 1):
+        s.record(n + i, 1, 3, 13.0, True, tokens=2)  # 2 tokens in 13 ms: 1.54x a plain round's rate
+    assert not s.realised_gain(1, 1)  # fewer request-rounds than it reads
+    s.record(n + 99, 1, 3, 13.0, True, tokens=2)
+    assert s.realised_gain(1, 1)
+    for i in range(vs.REALISED_REQUESTS):  # newer rounds that lose push the winners out
+        s.record(n + 100 + i, 1, 3, 13.0, True, tokens=1)
+    assert not s.realised_gain(1, 1)
+    for i in range(vs.REALISED_REQUESTS):  # probes and impure rounds are not read
+        s.record(n + 200 + i, 1, 3, 13.0, False, tokens=3)
+    assert not s.realised_gain(1, 1) and not _rows().realised_gain(1, 1)
+
+
+def test_the_gate_drafts_while_its_drafted_rounds_beat_plain_rounds_as_served():
+    """Predicted to lose (the table and the confidences), but the rounds that drafted committed more tokens per ms
+    than plain rounds: the gate drafts; not in a closed batch whose extra tokens are worth less (token_value < 1)."""
+    scores = np.full((1, 5), 0.05)
+    ctrl = VerifyController(5, lambda bcap, G: TABLE.get(G), lambda B: 1 if B == 1 else None, {1: sorted(TABLE)},
+                            mode="sync", lag=1, plain_ms=lambda bcap, kv: 1.0)
+    ctrl.observe(scores, round_id=0)
+    assert not ctrl.predicts_gain(1, round_id=1)
+    for n in range(1, 4):
+        ctrl.observe_round(n, [0], False, 10.0, True)
+    for n in range(4, 4 + vs.REALISED_REQUESTS):
+        ctrl.observe_round(n, [2], True, 13.0, True, accepted=[2])  # 3 tokens in 13 ms
+    assert ctrl.predicts_gain(1, round_id=30)
+    assert not ctrl.predicts_gain(1, round_id=30, token_value=0.9)

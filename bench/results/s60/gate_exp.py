@@ -36,6 +36,8 @@ def run(v, src):
         ctl.verify.confidence = None
     if v in ("gate", "window", "calwin"):  # stop 61: served pricing (verify_served.py) off, the table prices
         ctl.verify.served, ctl.verify.cost_ms = None, ctl.verify.table_ms
+    if v == "norealised":  # stop 61: served prices without the realised-gain check
+        ctl.verify.served.realised_gain = lambda bcap, B: False
     if v.startswith(("up", "servedup")):  # stop 61: the table's drafted rounds raised by N% (upN: served off)
         table, up = ctl.verify.table_ms, 1 + int(v.split("up")[1]) / 100
         ctl.verify.table_ms = lambda bcap, G: None if table(bcap, G) is None else up * table(bcap, G)
