@@ -36,13 +36,14 @@ def run(v, src):
         ctl.verify.confidence = None
     if v in ("gate", "window", "calwin"):  # stop 61: served pricing (verify_served.py) off, the table prices
         ctl.verify.served, ctl.verify.cost_ms = None, ctl.verify.table_ms
-    if v == "norealised":  # stop 61: served prices without the realised-gain check
-        ctl.verify.served.realised_gain = lambda bcap, B: False
-    if v.startswith(("up", "servedup")):  # stop 61: the table's drafted rounds raised by N% (upN: served off)
+    if v.startswith(("up", "servedup", "pricedup")):  # stop 61: the table's drafted rounds raised by N%
+        # upN: the table prices; servedupN: served prices and the realised-gain check; pricedupN: served prices only
         table, up = ctl.verify.table_ms, 1 + int(v.split("up")[1]) / 100
         ctl.verify.table_ms = lambda bcap, G: None if table(bcap, G) is None else up * table(bcap, G)
-        ctl.verify.served = ServedRows(ctl.verify.table_ms, ctl.verify.served.plain_ms) if v.startswith("served") else None
+        ctl.verify.served = ServedRows(ctl.verify.table_ms, ctl.verify.served.plain_ms) if not v.startswith("up") else None
         ctl.verify.cost_ms = ctl.verify.served.cost_ms if ctl.verify.served is not None else ctl.verify.table_ms
+    if v == "norealised" or v.startswith("pricedup"):  # stop 61: served prices without the realised-gain check
+        ctl.verify.served.realised_gain = lambda bcap, B: False
     if v == "nofloor":
         ctl.floor = None
     elif v.startswith("probe"):
