@@ -25,7 +25,9 @@ Which rounds skip is decided before the round, from lagged feedback only:
   one request drafted in 17% of its rounds and ran 0.86x its fixed L3. Both read the draft's
   confidences as corrected by the stream (draft_calibration.py), and so does the admission. Gate,
   window and admission price a drafted round of G rows as served once the engine has timed a few
-  (verify_served.py, stop 61): the table overpriced 3-5-row rounds by 3-10% at one request.
+  (verify_served.py, stop 61): the table overpriced 3-5-row rounds by 3-10% at one request. A third
+  opinion, also only adding drafting rounds, reads no model at all: while the newest drafted rounds
+  committed more tokens per ms as served than plain rounds, the round drafts (`realised_gain`).
 
 Every table cell G >= B is a round *with* the full draft. The calibration therefore also measures
 one plain round per request bucket (`CostTable.plain_cost_ms`, metadata `plain_ms`), and the

@@ -23,9 +23,18 @@ served:
   controller's memoised estimates are dropped when one does: `version`).
 - Without samples (a stream that never drafts twice in a row, or never runs plain: prose keeps drafting, where the
   table's verdict is not marginal) the table alone prices.
+- **Realised gain** (`realised_gain`, the gate's third opinion, verify_controller.predicts_gain): whether the newest
+  pure drafted rounds holding `REALISED_REQUESTS` request-rounds committed more tokens per ms, as served, than plain
+  rounds (B tokens over the median of the newest plain rounds) by `REALISED_MARGIN`. Measured acceptance at measured
+  cost, no table and no confidence model: where both of those sit on the margin the stream can flip plain for
+  hundreds of rounds (on the Xeon VM of stop 61, one start-up kept 43-56% of DSpark's code rounds plain at 0.89x
+  fixed L2). It only adds drafting rounds, and not in a closed batch (token_value < 1: no request waits for a slot),
+  whose extra tokens are worth less than a decoded one.
 
 Nothing here reads the target's outputs or changes which rows are lossless to verify: it only moves how many
-drafted tokens a round admits, or whether it drafts, which every admission already leaves exact.
+drafted tokens a round admits, or whether it drafts, which every admission already leaves exact. If the drafted rounds
+that feed `realised_gain` were chosen by the gate because they were confident, drafting every round dilutes them, the
+rate falls and the check lets go: it settles where drafting an ordinary round still pays.
 """
 
 from __future__ import annotations
