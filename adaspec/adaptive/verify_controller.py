@@ -22,9 +22,9 @@ from ..geometry import first_covering
 from .draft_calibration import ConfidenceRatio, scaled
 from .feedback import DEFAULT_PRIOR_RATE, LaggedFeedback
 from .scoring import path_probabilities
-from .verify_served import ServedRows
 from .verify_budget import (BudgetDecision, CostFn, PadRowsFn, allocate_in_budget, budget_drafts, budget_from_lagged,
                             full_width_rows, sync_admission, sync_gain_from_lagged, sync_outcome, verify_caps)
+from .verify_served import ServedRows
 
 # the sync gate's second opinion (predicts_gain): the newest rounds holding this many request-rounds
 GATE_REQUESTS = 16
