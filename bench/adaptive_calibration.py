@@ -85,3 +85,20 @@ def write_calibration_files(args, workdir: Path) -> dict:
     files["step_alt"].write_text(json.dumps({"version": 1, "policy": json.loads(args.alt_step_policy),
                                              "calibration": step_fields}, indent=1))
     return files
+
+
+def dspark_sync_b1(sources: list[str], num_prompts: int = 4):
+    """(a DSpark w = 7 engine with synchronous adaptive verify at one request, calibrated by this module's file, and
+    the namespace of its prompt sets): the engine the record scripts of stops 59-61 build for one-process A/Bs."""
+    import tempfile
+    from types import SimpleNamespace
+
+    from bench import common
+
+    ns = SimpleNamespace(calibration_json=None, batch_sizes=[1], max_model_len=1024, sources=list(sources),
+                         num_prompts=num_prompts, prompt_tokens=192, alt_step_policy="{}")
+    files = write_calibration_files(ns, Path(tempfile.mkdtemp()))
+    engine = common.build_llm("float32", "DSpark", 7, None, max_seqs=1, max_model_len=1024,
+                              enable_adaptive_target_verify=True,
+                              adaptive_target_verify_calibration=str(files["dspark7"]), graph_decode_batch_sizes=(1,))
+    return engine, ns
