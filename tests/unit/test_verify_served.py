@@ -92,12 +92,14 @@ def test_the_gate_drafts_once_the_drafted_rounds_it_served_were_cheaper_than_the
 
 
 def test_an_engine_times_its_sync_rounds_and_stays_exact(tiny_llama_dir, plain, linear_backend,  # noqa: F811
-                                                          cal_files):  # noqa: F811
+                                                          cal_files, capfd):  # noqa: F811
     """Every round reaches the served prices (plain ones as references, drafted ones at their padded rows), the
-    summary reports them, and greedy output equals plain greedy whatever they decide."""
+    start-up log and the summary report them, and greedy output equals plain greedy whatever they decide."""
     params, ref = plain
+    capfd.readouterr()
     llm = _engine(tiny_llama_dir, [o.prompt_token_ids + o.token_ids for o in ref], linear_backend=linear_backend,
                   **_mode_flags("verify_sync", cal_files))
+    assert "served pricing (sync verify)" in capfd.readouterr().err
     eng = llm.engine
     served = eng.control.verify.served
     assert served is not None
