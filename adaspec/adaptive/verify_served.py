@@ -10,10 +10,9 @@ served:
 
 - **Samples** (`ServedRows.record`): per request bucket, the newest `PLAIN_SAMPLES` pure plain rounds (decode only,
   no draft) give a plain reference, their median, once there are `MIN_PLAIN` and while the newest is at most
-  `PLAIN_AGE` rounds old. A pure
-  drafted round (decode only, not a probe or a probe subset) that follows a pure drafted round of the same bucket
-  (the first drafting round after plain ones also catches up on the draft context they deferred: a cost of
-  switching, not of G) gives a sample of its G: its ms over that reference.
+  `PLAIN_AGE` rounds old. A pure drafted round (decode only, not a probe or a probe subset) that follows a pure
+  drafted round of the same bucket (the first drafting round after plain ones also catches up on the draft context
+  they deferred: a cost of switching, not of G) gives a sample of its G: its ms over that reference.
 - **Pricing** (`cost_ms`): a G with at least `MIN_SAMPLES` samples no older than `MAX_AGE` rounds costs the median
   of its newest `SAMPLES` samples times the table's plain round, so gate, window and admission compare drafted and
   plain rounds as served. A G without its own samples takes the correction (served over table, relative to plain)
@@ -31,8 +30,9 @@ served:
   fixed L2). It only adds drafting rounds, and not in a closed batch (token_value < 1: no request waits for a slot),
   whose extra tokens are worth less than a decoded one.
 
-Nothing here reads the target's outputs or changes which rows are lossless to verify: it only moves how many
-drafted tokens a round admits, or whether it drafts, which every admission already leaves exact. If the drafted rounds
+Nothing here reads the current round's target outputs: it reads completed rounds' times and accepted counts, the
+normal result path's feedback (R-C4), and only moves how many drafted tokens a round admits, or whether it drafts,
+which every admission already leaves exact. If the drafted rounds
 that feed `realised_gain` were chosen by the gate because they were confident, drafting every round dilutes them, the
 rate falls and the check lets go: it settles where drafting an ordinary round still pays.
 """
