@@ -50,9 +50,13 @@ def test_probes_impure_rounds_and_stale_references_give_no_sample():
     n = _serve(s, n, [(None, 10.0, False)] + [(2, 12.0, True)] * 8)  # no pure plain round since this run began...
     assert s.priced() == {1: {2: pytest.approx(round(12.0 / 10.0 / 1.35 / vs.STEP) * vs.STEP)}}  # ...but 3 before
     t = _rows()
-    m = _serve(t, 1, [(None, 10.0, True)])
+    m = _serve(t, 1, [(None, 10.0, True)] * vs.MIN_PLAIN)
     _serve(t, m + vs.PLAIN_AGE, [(2, 12.0, True)] * 10)  # the plain reference is too old
     assert t.priced() == {} and t.version == 0
+    u = _rows()
+    m = _serve(u, 1, [(None, 10.0, True)] * (vs.MIN_PLAIN - 1))
+    _serve(u, m, [(2, 12.0, True)] * 10)  # too few plain rounds to reference anything
+    assert u.priced() == {}
     assert s.version > before
 
 
