@@ -37,9 +37,14 @@ def path_probabilities(scores):
     """
     if isinstance(scores, torch.Tensor):
         return torch.cumprod(torch.nan_to_num(scores.float(), nan=0.0).clamp(0.0, 1.0), dim=-1)
-    s = np.asarray(scores, dtype=np.float64)
-    s = np.clip(s if np.isfinite(s).all() else np.nan_to_num(s, nan=0.0), 0.0, 1.0)  # (nan_to_num: ~25 us)
-    return np.cumprod(s, axis=-1)
+    return np.cumprod(unit_interval(scores), axis=-1)
+
+
+def unit_interval(values) -> np.ndarray:
+    """float64 copy of `values` with NaN -> 0, clamped to [0, 1] (nan_to_num, ~25 us, only where a value is not
+    finite: the host's scores and path probabilities are read every round)."""
+    a = np.asarray(values, dtype=np.float64)
+    return np.clip(a if np.isfinite(a).all() else np.nan_to_num(a, nan=0.0), 0.0, 1.0)
 
 
 def confident_lengths(scores: torch.Tensor, stop_below: float) -> list[int]:

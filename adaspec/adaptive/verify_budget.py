@@ -64,6 +64,7 @@ import numpy as np
 import torch
 
 from ..geometry import first_covering, unified_row_buckets
+from .scoring import unit_interval
 
 CostFn = Callable[[int, int], "float | None"]
 PadRowsFn = Callable[[int, int], "int | None"]
@@ -74,8 +75,7 @@ def _host_paths(P) -> np.ndarray:
     """Clean [B, w] path probabilities on the host: NaN -> 0, clamp [0, 1], non-increasing in j."""
     if isinstance(P, torch.Tensor):
         P = P.detach().to("cpu", torch.float64).numpy()
-    P = np.asarray(P, dtype=np.float64)
-    P = np.clip(P if np.isfinite(P).all() else np.nan_to_num(P, nan=0.0), 0.0, 1.0)  # (nan_to_num: ~25 us)
+    P = unit_interval(P)
     if P.ndim != 2:
         raise ValueError(f"path probabilities must be [B, w], got shape {P.shape}")
     return np.minimum.accumulate(P, axis=1) if P.shape[1] else P
@@ -84,24 +84,24 @@ def _host_paths(P) -> np.ndarray:
 def verify_caps(max_lens, B: int, w: int) -> np.ndarray:
     if max_lens is None:
         return np.full(B, w, dtype=np.int64)
-    if isinstance(max_lens, np.ndarray) and max_lens.dtype == np.int64 and max_lens.shape == (B,) \
-            and (B == 0 or (max_lens.min() >= 0 and max_lens.max() <= w)):
-        return max_lens  # already caps (sync_admission passes its own to rank_order)
     caps = np.asarray(max_lens.tolist() if isinstance(max_lens, torch.Tensor) else max_lens, dtype=np.int64)
     if caps.shape != (B,):
         raise ValueError(f"max_lens must have one entry per request ({B}), got shape {caps.shape}")
     return np.clip(caps, 0, w)
 
 
-def rank_order(P: np.ndarray, max_lens=None, clean: bool = False) -> list[tuple[int, int]]:
+def rank_order(P: np.ndarray, max_lens=None) -> list[tuple[int, int]]:
     """Candidates (b, j0) (j0 = 0-based position) in rank order: P desc, then position, then slot.
-    Only candidates with P > 0 inside each request's cap are listed. `clean`: P is already `_host_paths`'.
-    (A sort of Python tuples: at the few dozen candidates of a round, numpy's meshgrid and lexsort were most of
-    the admission's time; the order is the same.)"""
-    P = P if clean else _host_paths(P)
+    Only candidates with P > 0 inside each request's cap are listed."""
+    P = _host_paths(P)
     B, w = P.shape
-    caps = verify_caps(max_lens, B, w).tolist()
-    ranked = sorted((-p, j, b) for b, row in enumerate(P.tolist()) for j, p in enumerate(row[:caps[b]]) if p > 0)
+    return _ranked(P.tolist(), verify_caps(max_lens, B, w).tolist())
+
+
+def _ranked(paths: list[list[float]], caps: list[int]) -> list[tuple[int, int]]:
+    """rank_order on clean path probabilities and caps, as Python lists (a sort of tuples: at the few dozen
+    candidates of a round, numpy's meshgrid and lexsort were most of the admission's time; the order is the same)."""
+    ranked = sorted((-p, j, b) for b, row in enumerate(paths) for j, p in enumerate(row[:caps[b]]) if p > 0)
     return [(b, j) for _, j, b in ranked]
 
 
@@ -151,7 +151,7 @@ def sync_admission(P, bcap: int, cost_ms: CostFn, pad_rows: PadRowsFn, max_lens=
     lens = [0] * B
     reason = "all candidates admitted"
     rows_p = Ph.tolist()  # Python floats: the same values, without numpy's per-element indexing cost
-    for b, j in rank_order(Ph, caps, clean=True):
+    for b, j in _ranked(rows_p, caps.tolist()):
         assert lens[b] == j, "rank order must respect prefixes"
         c = cost_of(rows + 1)
         if c is None:
