@@ -1,10 +1,9 @@
 """Same process, same table: DSpark w = 7 sync at B = 1 with variants of the plain floor's gate, against plain and fixed L."""
-import os, sys, tempfile, time
+import os, sys
 from pathlib import Path
-from types import SimpleNamespace
 sys.path.insert(0, os.environ.get("CHECKOUT", str(Path(__file__).resolve().parents[3])))
 from bench import common
-from bench.adaptive_calibration import write_calibration_files
+from bench.adaptive_calibration import dspark_sync_b1
 from bench.adaptive_hooks import Hook
 from adaspec.adaptive.floor import PlainFloor
 import adaspec.adaptive.verify_controller as vc
@@ -13,11 +12,7 @@ common.setup_threads(1)
 srcs = sys.argv[1].split(",")
 variants = sys.argv[2].split(",")
 reps = int(sys.argv[3]) if len(sys.argv) > 3 else 3
-ns = SimpleNamespace(calibration_json=None, batch_sizes=[1], max_model_len=1024, sources=srcs, num_prompts=4,
-                     prompt_tokens=192, alt_step_policy="{}")
-files = write_calibration_files(ns, Path(tempfile.mkdtemp()))
-d = common.build_llm("float32", "DSpark", 7, None, max_seqs=1, max_model_len=1024, enable_adaptive_target_verify=True,
-                     adaptive_target_verify_calibration=str(files["dspark7"]), graph_decode_batch_sizes=(1,))
+d, ns = dspark_sync_b1(srcs)
 f = common.build_llm("float32", "DSpark", 7, None, max_seqs=1, max_model_len=1024, graph_decode_batch_sizes=(1,))
 p = common.build_llm("float32", "none", None, None, max_seqs=1, max_model_len=1024)
 sets = common.warmed_prompt_sets({"d": d, "p": p, "f": f}, ns)
