@@ -59,7 +59,10 @@ def split_row_ladder(bcap: int, width: int) -> list[int]:
 
 def first_covering(buckets, value: int) -> int | None:
     """The smallest bucket >= value, or None."""
-    buckets = sorted(buckets)
+    return _covering_sorted(sorted(buckets), value)
+
+
+def _covering_sorted(buckets, value: int) -> int | None:
     i = bisect_left(buckets, value)
     return buckets[i] if i < len(buckets) else None
 
@@ -96,11 +99,16 @@ class PreparedGeometry:
             rows = {b: tuple(g for g in gs if g <= max_rows) or (b,) for b, gs in rows.items()}
         return cls(tuple(request_buckets), rows, width, unified)
 
+    def __post_init__(self):
+        # sorted once: the controllers pad requests and rows several times a round (sorting per call was ~20 us)
+        object.__setattr__(self, "_sorted_requests", tuple(sorted(self.request_buckets)))
+        object.__setattr__(self, "_sorted_rows", {b: tuple(sorted(g)) for b, g in self.target_rows.items()})
+
     def pad_requests(self, b: int) -> int | None:
-        return first_covering(list(self.request_buckets), b)
+        return _covering_sorted(self._sorted_requests, b)
 
     def pad_rows(self, bcap: int, rows: int) -> int | None:
-        return first_covering(list(self.target_rows.get(bcap, ())), rows)
+        return _covering_sorted(self._sorted_rows.get(bcap, ()), rows)
 
     def describe(self) -> dict:
         return {

@@ -8,7 +8,7 @@ gate plain where drafting pays (prose), an overconfident one admits rows that do
 `ConfidenceRatio` keeps, over the newest completed rounds (lagged, as all feedback), the drafted tokens a round
 accepted against the number its path probabilities predicted for the positions it verified (sum over verified
 positions j of P_j = E[accepted | verified]), and returns their ratio r, shrunk towards 1 by
-`PRIOR_TOKENS` predicted tokens and clipped to [`MIN_RATIO`, `MAX_RATIO`]. `scaled(P, r)` is min(1, r * P), still
+`PRIOR_TOKENS` predicted tokens and clipped to [`MIN_RATIO`, `MAX_RATIO`]. `host_paths.scaled_rows(P, r)` is min(1, r * P), still
 non-increasing along a request's path. What a round admits is the only thing it changes, so outputs stay the
 target's (every admission is lossless, R-D3a).
 """
@@ -35,12 +35,13 @@ class ConfidenceRatio:
 
     @staticmethod
     def counts(P: np.ndarray, verify_lens, accepted) -> tuple[int, float, float]:
-        """(requests, predicted, realised) of one round: P [B, w] path probabilities, the verified and accepted
-        draft tokens per request."""
-        w = P.shape[1]
+        """(requests, predicted, realised) of one round: P [B, w] path probabilities (an array or rows of floats),
+        the verified and accepted draft tokens per request."""
+        rows = P.tolist() if isinstance(P, np.ndarray) else P
+        w = len(rows[0]) if len(rows) else 0
         lens = [min(int(L), w) for L in verify_lens]
-        predicted = sum(sum(row[:L]) for row, L in zip(P.tolist(), lens))  # plain Python: a round has a few dozen
-        return P.shape[0], float(predicted), float(sum(min(int(m), L) for m, L in zip(accepted, lens)))
+        predicted = sum(sum(row[:L]) for row, L in zip(rows, lens))  # plain Python: a round has a few dozen
+        return len(rows), float(predicted), float(sum(min(int(m), L) for m, L in zip(accepted, lens)))
 
     def push(self, counts: tuple[int, float, float]) -> None:
         if counts[0] <= 0:
@@ -62,9 +63,3 @@ class ConfidenceRatio:
         r = (realised + self.prior_tokens) / (predicted + self.prior_tokens) if predicted + self.prior_tokens > 0 else 1.0
         return min(MAX_RATIO, max(MIN_RATIO, r))
 
-
-def scaled(P, r: float):
-    """min(1, r * P) (numpy array or torch tensor); P itself when r == 1."""
-    if r == 1.0:
-        return P
-    return (P * r).clip(max=1.0) if isinstance(P, np.ndarray) else (P * r).clamp(max=1.0)

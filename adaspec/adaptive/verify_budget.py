@@ -64,24 +64,15 @@ import numpy as np
 import torch
 
 from ..geometry import first_covering, unified_row_buckets
-from .scoring import unit_interval
+from .host_paths import clean_rows, top_sums
 
 CostFn = Callable[[int, int], "float | None"]
 PadRowsFn = Callable[[int, int], "int | None"]
 
 
 # ---- shared pieces ---------------------------------------------------------------------------
-def _host_paths(P) -> np.ndarray:
-    """Clean [B, w] path probabilities on the host: NaN -> 0, clamp [0, 1], non-increasing in j."""
-    if isinstance(P, torch.Tensor):
-        P = P.detach().to("cpu", torch.float64).numpy()
-    P = unit_interval(P)
-    if P.ndim != 2:
-        raise ValueError(f"path probabilities must be [B, w], got shape {P.shape}")
-    return np.minimum.accumulate(P, axis=1) if P.shape[1] else P
-
-
 def verify_caps(max_lens, B: int, w: int) -> np.ndarray:
+    """Per request, the drafts it may verify (its max_lens entry clipped to [0, w]; w without max_lens)."""
     if max_lens is None:
         return np.full(B, w, dtype=np.int64)
     caps = np.asarray(max_lens.tolist() if isinstance(max_lens, torch.Tensor) else max_lens, dtype=np.int64)
@@ -93,9 +84,15 @@ def verify_caps(max_lens, B: int, w: int) -> np.ndarray:
 def rank_order(P: np.ndarray, max_lens=None) -> list[tuple[int, int]]:
     """Candidates (b, j0) (j0 = 0-based position) in rank order: P desc, then position, then slot.
     Only candidates with P > 0 inside each request's cap are listed."""
-    P = _host_paths(P)
-    B, w = P.shape
-    return _ranked(P.tolist(), verify_caps(max_lens, B, w).tolist())
+    rows = clean_rows(P)
+    return _ranked(rows, _caps(max_lens, len(rows), len(rows[0]) if rows else 0))
+
+
+def _caps(max_lens, B: int, w: int) -> list[int]:
+    """verify_caps as a list (plain Python for the engine's list of caps, which the admission reads every round)."""
+    if isinstance(max_lens, (list, tuple)) and len(max_lens) == B:
+        return [min(max(int(c), 0), w) for c in max_lens]
+    return verify_caps(max_lens, B, w).tolist()
 
 
 def _ranked(paths: list[list[float]], caps: list[int]) -> list[tuple[int, int]]:
@@ -135,13 +132,13 @@ def _padded_cost(bcap: int, cost_ms: CostFn, pad_rows: PadRowsFn) -> Callable[[i
 def sync_admission(P, bcap: int, cost_ms: CostFn, pad_rows: PadRowsFn, max_lens=None,
                    token_value: float = 1.0) -> AdmissionDecision:
     """DSpark Algorithm 1 with early stop (R-D3a). Uses the host (P may be a device tensor)."""
-    Ph = _host_paths(P)
-    B, w = Ph.shape
-    caps = verify_caps(max_lens, B, w)
+    rows_p = clean_rows(P)
+    B, w = len(rows_p), len(rows_p[0]) if rows_p else 0
+    caps = _caps(max_lens, B, w)
     cost_of = _padded_cost(bcap, cost_ms, pad_rows)
 
     def full_width(why: str) -> AdmissionDecision:
-        lens = caps.tolist()
+        lens = list(caps)
         return AdmissionDecision(lens, pad_rows(bcap, B + sum(lens)), None, f"fallback: {why}; full width")
 
     c = cost_of(B)
@@ -150,8 +147,7 @@ def sync_admission(P, bcap: int, cost_ms: CostFn, pad_rows: PadRowsFn, max_lens=
     best, tau, rows = B / c, float(B), B
     lens = [0] * B
     reason = "all candidates admitted"
-    rows_p = Ph.tolist()  # Python floats: the same values, without numpy's per-element indexing cost
-    for b, j in _ranked(rows_p, caps.tolist()):
+    for b, j in _ranked(rows_p, caps):
         assert lens[b] == j, "rank order must respect prefixes"
         c = cost_of(rows + 1)
         if c is None:
@@ -166,23 +162,10 @@ def sync_admission(P, bcap: int, cost_ms: CostFn, pad_rows: PadRowsFn, max_lens=
 
 
 # ---- (b) asynchronous budget + allocation ----------------------------------------------------
-def expected_top_sums(lagged_P: Sequence, B: int, w: int) -> np.ndarray:
+def expected_top_sums(lagged_P: Sequence, B: int, w: int) -> list[float]:
     """[B * w + 1]: estimated E[sum of the top n current path probabilities], n = 0..B*w, from lagged
-    rounds scaled to B requests (module docstring), averaged over the rounds."""
-    n = np.arange(B * w + 1, dtype=np.float64)
-    total = np.zeros(B * w + 1)
-    for P_r in lagged_P:
-        P_r = _host_paths(P_r)
-        B_r, w_r = P_r.shape
-        if w_r != w:
-            raise ValueError(f"lagged round has width {w_r}, current width is {w}")
-        if B_r == 0:
-            raise ValueError("lagged round has no requests")
-        v = np.sort(P_r.reshape(-1))[::-1]
-        cum = np.concatenate(([0.0], np.cumsum(v)))
-        # a round of the current batch size needs no scaling (the sync gate reads one every round)
-        total += cum if B_r == B else (B / B_r) * np.interp(n * B_r / B, np.arange(len(cum)), cum)
-    return total / len(lagged_P)
+    rounds scaled to B requests (module docstring), averaged over the rounds (host_paths.top_sums: lists)."""
+    return top_sums(lagged_P, B, w)
 
 
 @dataclass(frozen=True)
@@ -231,7 +214,7 @@ def budget_from_lagged(
     if width is None:
         if not lagged_P:
             raise ValueError("width is required when there is no lagged feedback")
-        width = _host_paths(lagged_P[0]).shape[1]
+        width = len(clean_rows(lagged_P[0])[0])
     full = full_width_rows(B, width, buckets)
     if not lagged_P:
         return BudgetDecision(full, {}, "fallback: no lagged feedback yet; full width")

@@ -19,9 +19,9 @@ import numpy as np
 import torch
 
 from ..geometry import first_covering
-from .draft_calibration import ConfidenceRatio, scaled
+from .draft_calibration import ConfidenceRatio
 from .feedback import DEFAULT_PRIOR_RATE, LaggedFeedback
-from .scoring import path_probabilities
+from .host_paths import clean_rows, paths_from_scores, scaled_rows
 from .verify_budget import (BudgetDecision, CostFn, PadRowsFn, allocate_in_budget, budget_drafts, budget_from_lagged,
                             full_width_rows, sync_admission, sync_gain_from_lagged, sync_outcome, verify_caps)
 from .verify_served import ServedRows
@@ -93,9 +93,9 @@ class VerifyController:
         self.feedback: LaggedFeedback[tuple] = LaggedFeedback(lag)
         # sync mode: the stream's correction of the draft's confidences and the gate's window (draft_calibration.py)
         self.confidence = ConfidenceRatio() if mode == "sync" else None
-        self.recent: deque[tuple[np.ndarray, dict]] = deque()  # (P, its early-stop outcomes by key), newest last
+        self.recent: deque[tuple[list[list[float]], dict]] = deque()  # (P, its early-stop outcomes by key), newest last
         self._memo: dict[tuple, BudgetDecision] = {}
-        self.lagged: deque[np.ndarray] = deque(maxlen=budget_window)  # newest visible rounds' P
+        self.lagged: deque[list[list[float]]] = deque(maxlen=budget_window)  # newest visible rounds' P
         self.decisions: deque[VerifyDecision] = deque(maxlen=history)
         self.g_histogram: Counter[int] = Counter()
 
@@ -103,7 +103,9 @@ class VerifyController:
         """Per-request scores [B_r, w] of a completed round (conditional predictors, not paths); with the
         same requests' verified and accepted draft tokens, sync mode also corrects the draft's confidences
         (draft_calibration.py)."""
-        P = path_probabilities(np.asarray(scores, dtype=np.float64).reshape(-1, self.width))
+        if not (isinstance(scores, list) and all(isinstance(r, list) and len(r) == self.width for r in scores)):
+            scores = np.asarray(scores, dtype=np.float64).reshape(-1, self.width).tolist()
+        P = paths_from_scores(scores)  # lists (host_paths.py)
         counts = (ConfidenceRatio.counts(P, verify_lens, accepted)
                   if self.confidence is not None and verify_lens is not None and accepted is not None else None)
         self.feedback.push(round_id, (P, counts))
@@ -195,7 +197,7 @@ class VerifyController:
         return int(verify_caps(max_lens, B, self.width).sum())
 
     def _take_feedback(self, round_id: int | None) -> None:
-        new = [(P, counts) for P, counts in self.feedback.release(round_id) if P.shape[0] > 0]
+        new = [(P, counts) for P, counts in self.feedback.release(round_id) if P]
         if new:
             self.lagged.extend(P for P, _ in new)
             self._memo.clear()  # the estimate changed
@@ -204,9 +206,9 @@ class VerifyController:
                     if counts is not None and self.confidence is not None:
                         self.confidence.push(counts)
                     self.recent.append((P, {}))
-                held = sum(p.shape[0] for p, _ in self.recent)
-                while len(self.recent) > 1 and held - self.recent[0][0].shape[0] >= GATE_REQUESTS:
-                    held -= self.recent.popleft()[0].shape[0]
+                held = sum(len(p) for p, _ in self.recent)
+                while len(self.recent) > 1 and held - len(self.recent[0][0]) >= GATE_REQUESTS:
+                    held -= len(self.recent.popleft()[0])
 
     def confidence_ratio(self) -> float:
         """The stream's realised / predicted accepted drafts (draft_calibration.py) in steps of 0.05 (the gate's
@@ -230,7 +232,7 @@ class VerifyController:
                 if own not in outcomes:  # each round's outcome once per ratio and batch (the controller runs every round)
                     if len(outcomes) > 8:
                         outcomes.clear()
-                    outcomes[own] = sync_outcome([scaled(P, r)], B, bcap, self.cost_ms, self.pad_rows,
+                    outcomes[own] = sync_outcome([scaled_rows(P, r)], B, bcap, self.cost_ms, self.pad_rows,
                                                  width=self.width, max_candidates=cap, token_value=token_value)
                 out = outcomes[own]
                 if out is None:
@@ -250,8 +252,8 @@ class VerifyController:
         if d is None:
             cold = not self.lagged
             r = self.confidence_ratio()
-            lagged = [scaled(P, r) for P in self.lagged] if not cold \
-                else [np.tile(self.prior_rate ** np.arange(1, self.width + 1), (B, 1))]
+            lagged = [scaled_rows(P, r) for P in self.lagged] if not cold \
+                else [[[self.prior_rate ** j for j in range(1, self.width + 1)] for _ in range(B)]]
             if early_stop:
                 d = sync_gain_from_lagged(lagged, B, bcap, self.cost_ms, self.pad_rows, width=self.width,
                                           max_candidates=cap, plain_cost=self._plain(bcap, kv_len),
@@ -288,7 +290,7 @@ class VerifyController:
             if G is not None:
                 self.g_histogram[G] += 1
             return lens
-        d = sync_admission(scaled(P, self.confidence_ratio()), bcap, self.cost_ms, self.pad_rows, max_lens, token_value)
+        d = sync_admission(scaled_rows(clean_rows(P), self.confidence_ratio()), bcap, self.cost_ms, self.pad_rows, max_lens, token_value)
         self.decisions.append(VerifyDecision(round_id, B, bcap, "sync", d.G, d.reason, d.predicted))
         if d.G is not None:
             self.g_histogram[d.G] += 1

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 import adaspec.adaptive.verify_controller as vc
-from adaspec.adaptive.draft_calibration import MAX_RATIO, ConfidenceRatio, scaled
+from adaspec.adaptive.draft_calibration import MAX_RATIO, ConfidenceRatio
+from adaspec.adaptive.host_paths import clean_rows, scaled_rows
 from adaspec.adaptive.scoring import path_probabilities
 from adaspec.adaptive.verify_budget import sync_admission
 from adaspec.adaptive.verify_controller import VerifyController
@@ -38,7 +39,9 @@ def test_confidence_ratio_counts_the_verified_positions_only():
     with pytest.raises(ValueError):
         ConfidenceRatio(window_requests=0)
     Pt = torch.tensor([[0.8, 0.4]])
-    assert scaled(Pt, 2.0).tolist() == [[1.0, 0.800000011920929]] and scaled(P, 1.0) is P
+    rows = clean_rows(Pt)
+    assert scaled_rows(rows, 2.0) == [[1.0, 0.800000011920929]] and scaled_rows(rows, 1.0) is rows
+    assert ConfidenceRatio.counts([[0.5, 0.25, 0.125]], [2], [2]) == (1, 0.75, 2.0)  # rows as the controller keeps them
 
 
 def test_window_drafts_when_drafting_pays_on_average_though_the_newest_round_was_unconfident():
@@ -91,7 +94,7 @@ def test_the_streams_confidence_ratio_moves_the_gate_and_the_admission():
     r = ctrl.confidence_ratio()
     assert r == MAX_RATIO
     lens = ctrl.admit(torch.tensor(P))
-    assert lens == sync_admission(scaled(torch.tensor(P), r), 1, ctrl.cost_ms, ctrl.pad_rows).verify_lens
+    assert lens == sync_admission(scaled_rows(clean_rows(torch.tensor(P)), r), 1, ctrl.cost_ms, ctrl.pad_rows).verify_lens
     assert lens[0] > sync_admission(torch.tensor(P), 1, ctrl.cost_ms, ctrl.pad_rows).verify_lens[0]
     async_ctrl = _sync("async")
     async_ctrl.observe(scores, round_id=0, verify_lens=[WIDTH], accepted=[WIDTH])
