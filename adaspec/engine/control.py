@@ -8,26 +8,26 @@ not run itself (R-E4), then either load a saved table (R-G2) or log the effectiv
 (R-F7), drive real rounds with synthetic requests (engine/calibrate.py), fit, report each point's
 spread, the noise and the held-out error (one warning line when the table is too noisy to trust),
 optionally save (R-G1), and install the immutable table in the controllers before the engine
-reports ready (the table's loading or calibration: engine/control_startup.py).
+reports ready (the table's loading or calibration: engine/control_startup.py; the lines that describe the
+controllers: engine/control_logs.py).
 
 Per round the engine asks `plan()` for a RoundPlan and hands every completed result to
 `observe()`. The lag between them is explicit: 1 for the synchronous engine, 2 with schedule
-overlap (round n is planned while round n-1 runs, so it can only see rounds <= n-2).
+overlap (round n is planned while round n-1 runs, so it can only see rounds <= n-2). The draft step's plan and
+observation are engine/control_step.py's (`StepRounds`, the base class); the verify side's are here.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import sys
 import time
 
 from ..adaptive.closed_batch import closed_batch_value
 from ..adaptive.floor import PlainFloor, floor_applies, probe_requests
 from ..adaptive.step_controller import DraftStepController, StepPolicy
-from ..adaptive.step_served import served_kind
 from ..adaptive.verify_budget import budget_drafts
-from ..adaptive.verify_controller import GATE_REQUESTS, VerifyController
+from ..adaptive.verify_controller import VerifyController
 from ..calibration.config import (
     EngineFacts,
     load_draft_step_config,
@@ -39,6 +39,8 @@ from ..calibration.cost_table import CostTable, TableCompat, compatibility_misma
 from ..rounds import RoundPlan
 from ..geometry import choose_prepared
 from .calibrate import rows_plan, steps_plan, warm_up
+from .control_logs import step_lines, verify_lines
+from .control_step import StepRounds
 from .control_startup import load_or_calibrate
 
 
@@ -46,7 +48,7 @@ def _log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-class AdaptiveControl:
+class AdaptiveControl(StepRounds):
     def __init__(self, engine, log=_log, progress: bool = True):
         cfg = engine.config
         self.engine, self.log = engine, log
@@ -108,16 +110,8 @@ class AdaptiveControl:
             # rounds are no steady k = 1 (adaptive/step_served.py)
             self._timed_rounds = self.algorithm == "MTP"
             if log:
-                self.log(self.step.describe_exploration())
-                self.log(self.step.describe_served(None if self._timed_rounds else
-                                                   f"{self.algorithm}: its rounds verify only what matched"))
-                if self.algorithm == "MTP" and self.step.policy.confidence_stop > 0:
-                    self.log(self.step.describe_depth())
-                    self.log("[adaspec] greedy ceiling: " + (
-                        f"a batch of one greedy request that speculates drafts up to k_max = {self.width} and the "
-                        "confidence stop decides each round's depth (policy.greedy_ceiling)"
-                        if self.step.policy.greedy_ceiling else "off (policy.greedy_ceiling); the controller's k is "
-                        "the ceiling"))
+                for line in step_lines(self):
+                    self.log(line)
         else:
             # None: the drafter's proposals cannot be foreseen from lagged feedback (floor.NEVER_SKIPPED)
             self.floor = PlainFloor() if floor_applies(getattr(self.engine, "drafter", None)) else None
@@ -126,27 +120,9 @@ class AdaptiveControl:
                 self.geometry.pad_rows, mode="async" if cfg.enable_schedule_overlap else "sync", lag=self.lag,
                 covers=self.table.covers, plain_ms=self.table.plain_cost_ms)
             self.engine.rounds.verify_controller = self.verify  # the runner's admission (R-D3, R-D4)
-            if log and self.floor is None:
-                self.log(f"[adaspec] plain floor: off for {self.algorithm} (its proposals appear as soon as the text "
-                         "repeats, which lagged feedback cannot foresee; its draft is nearly free)")
-            if log and self.table.metadata.plain_ms:
-                values = ", ".join(f"{b}: {self.token_value_closed(b):.2f}" for b in self.geometry.request_buckets)
-                self.log("[adaspec] closed batch: while no request waits for a slot, an extra token is worth what it "
-                         "saves, c(B) - c(B-1) of a plain round, against c(B) / B for a decoded one (adaptive/"
-                         f"closed_batch.py); its weight at B = {values}")
-            if log and self.floor is not None:
-                self.log(self.floor.describe())
-                if self.verify.mode == "sync":
-                    self.log("[adaspec] sync gate: a round the newest lagged round predicts to lose still drafts when "
-                             f"the newest rounds holding {GATE_REQUESTS} request-rounds, each admitted by its own early "
-                             "stop, predict a gain together; gate and admission read the draft's confidences times "
-                             "the stream's accepted / predicted drafts (adaptive/draft_calibration.py)")
-                if self.verify.served is not None:
-                    self.log(self.verify.served.describe())
-                if not self.table.metadata.plain_ms:
-                    self.log("[adaspec] plain floor: this cost table has no plain-round costs (written before "
-                             "issue 13): a plain round is charged the drafted G = B cost, so the floor skips the "
-                             "draft less often than it should; recalibrate to measure them")
+            if log:
+                for line in verify_lines(self):
+                    self.log(line)
 
     def install_table(self, table) -> None:
         """Price this engine's controller by another engine's measured table (same model, dtype, kernels, geometry
@@ -217,26 +193,7 @@ class AdaptiveControl:
         B = len(decoding)
         kv_len = max(r.num_computed for r in decoding)
         if self.step is not None:
-            k = self.step.plan(B, round_id=round_id, kv_len=kv_len, can_verify=any(caps),
-                               requests=[r.request_id for r in decoding],
-                               closed=functools.partial(self._closed_batch, decoding))  # computed if a score reads it
-            # the confidence stop reads the MTP draft's probability of its own tokens (step_policy.py); the Suffix
-            # drafts' scores are online acceptance estimates of free proposals, for which it was never measured
-            stop = self.step.policy.confidence_stop if self.algorithm == "MTP" else 0.0
-            # a cost check at k = 0 times plain k = 1 rounds (adaptive/step_served.py): never at the ceiling
-            ceiling = k > 0 and not self.step.last_check and self._greedy_ceiling(decoding, stop)
-            if ceiling:  # one greedy request: draft to k_max, the stop decides how deep (step_policy.greedy_ceiling)
-                k = self.width
-                self.ceiling_batches += 1
-            caps = tuple(min(k, c) for c in caps)
-            if not self.step.last_probe:
-                return RoundPlan(k, caps, round_id=round_id, stop_below=stop, cost_check=self.step.last_check,
-                                 ceiling=ceiling)
-            # a k = 0 probe drafts for a quarter of the batch, as the plain floor's do (floor.py): after a
-            # long stretch at k = 0 the drafter would otherwise catch up on every request's skipped context
-            subset, caps = self._probe_subset(decoding, caps)
-            return RoundPlan(k, caps, round_id=round_id, probe=True, draft_only=subset, stop_below=stop,
-                             ceiling=ceiling)
+            return self._plan_step(decoding, caps, round_id, B, kv_len)
         value = self.token_value(B)
         ids = [r.request_id for r in decoding] if self.floor is not None else None  # the floor's batch turnover
         if self.verify.mode == "async":
@@ -258,37 +215,6 @@ class AdaptiveControl:
         subset, caps = self._probe_subset(decoding, caps) if verdict == "probe" else (None, caps)
         return RoundPlan(self.width, caps, "sync", round_id=round_id, probe=verdict == "probe", token_value=value,
                          draft_only=subset)
-
-    def _greedy_ceiling(self, decoding, stop: float) -> bool:
-        """Whether a speculating batch runs at the ceiling k_max (policy.greedy_ceiling): a drafter decides each
-        request's depth itself (the MTP draft with the confidence stop on; MTP+Suffix, whose value rule picks each
-        request's source and MTP depth, drafts/hybrid.py) and the batch is one greedy request.
-
-        MTP+Suffix (stop 59): its rounds verify a Suffix match at no draft cost, or an MTP draft at the depth of best
-        value, so the table's k (calibrated on synthetic requests, which never match) prices neither, and the window's
-        acceptance mixes both sources. On the held-out mixed stream at one request the draft step kept k = 1 in 91%
-        of batches and ran 1.389x plain where a fixed k = 5 ran 1.655x (0.836x; `BENCHMARKS.md`, stop 59)."""
-        own_depth = stop > 0 or self.algorithm == "MTP+Suffix"
-        return (own_depth and self.step.policy.greedy_ceiling and len(decoding) == 1
-                and decoding[0].params.temperature == 0)
-
-    # a request's acceptance relative to its batch's is shrunk towards 1 by this many draft tokens at the batch's rate
-    CLOSED_SHRINK_TOKENS = 16
-
-    def _closed_batch(self, decoding) -> list[tuple[int, float]] | None:
-        """The draft step's closed-batch view (adaptive/closed_step.py): None while a request waits for a slot
-        (or the policy's closed_batch is off); else per decoding request (tokens it may still generate, its accepted draft tokens per verified one
-        over the batch's, shrunk towards 1 by CLOSED_SHRINK_TOKENS)."""
-        if not self.step.policy.closed_batch or self.engine.scheduler.waiting or len(decoding) < 2:
-            return None
-        drafted = sum(r.num_draft_tokens for r in decoding)
-        mean = sum(r.num_accepted_tokens for r in decoding) / drafted if drafted else 0.0
-        s = self.CLOSED_SHRINK_TOKENS
-        out = []
-        for r in decoding:
-            rho = (r.num_accepted_tokens + s * mean) / (r.num_draft_tokens + s) / mean if mean > 0 else 1.0
-            out.append((max(0, r.params.max_tokens - len(r.output_token_ids)), rho))
-        return out
 
     def _probe_subset(self, decoding, caps: tuple[int, ...]) -> tuple[tuple[int, ...] | None, tuple[int, ...]]:
         """A probe's requests (floor.probe_requests of them: those that may verify a draft token, then (the draft
@@ -325,20 +251,7 @@ class AdaptiveControl:
         `seconds` it took as served and whether its batch held only decoding requests (`decode_only`), the draft
         step also prices k = 1 from served rounds (adaptive/step_served.py)."""
         if self.step is not None:
-            # with the confidence stop, the most each request could verify (its cap): a draft that ended short of it
-            # stopped (adaptive/step_depth.py)
-            stopped = (plan is not None and plan.stop_below > 0 and plan.admission == "fixed" and not plan.exact
-                       and len(plan.verify_lens) == len(result.verify_lens))
-            self.step.observe(result.verify_lens, result.num_accepted, round_id=round_id,
-                              ceilings=plan.verify_lens if stopped else None)  # kept only with ceiling pricing
-            if plan is not None and seconds is not None and round_id is not None and self._timed_rounds:
-                # pure: decode only, no probe subset, every request drafted and verified the round's k; with ceiling
-                # pricing, or at the greedy ceiling (whose rounds are never planned k = 1 ones), a round the confidence
-                # stop ended at one step d for every request is served at k = d
-                stop = plan.stop_below if self.step.policy.ceiling_pricing or plan.ceiling else 0.0
-                k, pure = served_kind(plan.num_steps, plan.verify_lens, result.verify_lens, stop, decode_only,
-                                      plan.probe, plan.draft_only is not None)
-                self.step.observe_round(round_id, len(result.verify_lens), k, 1000.0 * seconds, pure)
+            self._observe_step(result, round_id, plan, seconds, decode_only)
             return
         if seconds is not None and round_id is not None and plan is not None:  # sync verify's served prices
             self.verify.observe_round(round_id, result.verify_lens, plan.num_steps > 0, 1000.0 * seconds,
