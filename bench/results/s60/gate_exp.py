@@ -8,10 +8,12 @@ from bench.adaptive_hooks import Hook
 from adaspec.adaptive.floor import PlainFloor
 import adaspec.adaptive.verify_controller as vc
 from adaspec.adaptive.verify_served import ServedRows
+import adaspec.adaptive.verify_served as vs
 common.setup_threads(1)
 srcs = sys.argv[1].split(",")
 variants = sys.argv[2].split(",")
 reps = int(sys.argv[3]) if len(sys.argv) > 3 else 3
+TEMP = float(os.environ.get("TEMP", "0"))  # stop 62: sampled runs (seeded per request, compared with plain's)
 d, ns = dspark_sync_b1(srcs)
 f = common.build_llm("float32", "DSpark", 7, None, max_seqs=1, max_model_len=1024, graph_decode_batch_sizes=(1,))
 p = common.build_llm("float32", "none", None, None, max_seqs=1, max_model_len=1024)
@@ -20,12 +22,20 @@ ref = {}
 def run(v, src):
     ctl = d.engine.control
     if v == "plain":
-        r = common.serve(p, sets[src][:4], 1, 256, ignore_eos=True); return r, ""
+        r = common.serve(p, sets[src][:4], 1, 256, ignore_eos=True, temperature=TEMP); return r, ""
     if v.startswith("L"):
         with Hook(f, "prefix", int(v[1:])):
-            r = common.serve(f, sets[src][:4], 1, 256, ignore_eos=True)
+            r = common.serve(f, sets[src][:4], 1, 256, ignore_eos=True, temperature=TEMP)
         return r, ""
     ctl.reset()
+    v, _, real = v.partition("+")  # stop 62: VARIANT+realN[_M] (or realN[_M] alone: the default + it)
+    if v.startswith("real"):
+        v, real = "served", v
+    if real:  # the realised-gain window of N request-rounds and margin M% (default 3)
+        n, _, m = real[4:].partition("_")
+        vs.REALISED_REQUESTS, vs.REALISED_MARGIN = int(n), (int(m) / 100 if m else 0.03)
+    else:
+        vs.REALISED_REQUESTS, vs.REALISED_MARGIN = 16, 0.03
     vc.GATE_REQUESTS = 1 if v in ("gate", "ratio") else 16
     if v in ("gate", "window", "noratio"):  # noratio (stop 61): served pricing on, the confidence ratio off
         ctl.verify.confidence = None
@@ -44,7 +54,7 @@ def run(v, src):
     elif v.startswith("probe"):
         a, b = v[5:].split("_")
         ctl.floor = PlainFloor(probe_interval=int(a), max_probe_interval=int(b))
-    r = common.serve(d, sets[src][:4], 1, 256, ignore_eos=True)
+    r = common.serve(d, sets[src][:4], 1, 256, ignore_eos=True, temperature=TEMP)
     return r, str(ctl.summary())[-260:] + f" ratio {ctl.verify.confidence_ratio():.2f}"
 for src in srcs:
     res = {v: [] for v in variants}

@@ -2,7 +2,10 @@
 prefix hook), DSpark sync verify (adaptive), and the sync engine with its admission forced to L drafts (`forcedL`:
 every round drafts, admit returns L) -- what the sync path costs beyond fixed L's.
 
-    OMP_NUM_THREADS=1 taskset -c 1 python bench/results/s62/round_times.py code plain,L1,L2,sync,forced2 3
+    OMP_NUM_THREADS=1 taskset -c 1 python bench/results/s62/round_times.py code plain,L1,L2,sync,forced2 3 [TEMPERATURE]
+
+Per configuration it also prints the median step time by verify rows (1 + drafts verified; 1 is a plain round, or
+a drafted one that admitted nothing; "after": a drafted round right after a 1-row round).
 """
 import os
 import statistics
@@ -19,6 +22,7 @@ from bench.adaptive_hooks import Hook  # noqa: E402
 common.setup_threads(1)
 src, variants = sys.argv[1], sys.argv[2].split(",")
 reps = int(sys.argv[3]) if len(sys.argv) > 3 else 3
+temp = float(sys.argv[4]) if len(sys.argv) > 4 else 0.0
 d, ns = dspark_sync_b1([src])
 f = common.build_llm("float32", "DSpark", 7, None, max_seqs=1, max_model_len=1024, graph_decode_batch_sizes=(1,))
 p = common.build_llm("float32", "none", None, None, max_seqs=1, max_model_len=1024)
@@ -26,21 +30,39 @@ sets = common.warmed_prompt_sets({"d": d, "p": p, "f": f}, ns)
 
 
 def timed_serve(llm):
-    eng, log = llm.engine, []
+    eng, log, rows = llm.engine, [], []
     step = eng.step
 
     def tstep():
+        rows.append(None)
         t0 = time.perf_counter()
         out = step()
-        log.append(1000 * (time.perf_counter() - t0))
+        log.append((1000 * (time.perf_counter() - t0), rows[-1]))
         return out
+
+    class Rec(common.RoundRecorder):
+        def observe(self, verify_lens, accepted):
+            if verify_lens:
+                rows[-1] = 1 + verify_lens[0]  # 1: a plain round (or a drafted one that admitted nothing)
+            super().observe(verify_lens, accepted)
     eng.step = tstep
-    r = None
+    recorder, common.RoundRecorder = common.RoundRecorder, Rec
     try:
-        r = common.serve(llm, sets[src][:4], 1, 256, ignore_eos=True)
+        r = common.serve(llm, sets[src][:4], 1, 256, ignore_eos=True, temperature=temp)
     finally:
         del eng.step
+        common.RoundRecorder = recorder
     return r, log
+
+
+def by_rows(log) -> str:
+    groups, prev = defaultdict(list), None
+    for ms, g in log:
+        key = "after" if prev == 1 and g not in (1, None) else g
+        groups[key].append(ms)
+        prev = g
+    return ", ".join(f"{k}: {statistics.median(v):.1f} ms x{len(v)}" for k, v in
+                     sorted(groups.items(), key=lambda kv: str(kv[0])) if k is not None)
 
 
 def run(v):
@@ -70,14 +92,14 @@ for rep in range(reps):
     for v in (variants if rep % 2 == 0 else variants[::-1]):
         r, log = run(v)
         rounds = r.stats.get("decode_rounds")
-        ms = log
+        ms = [x[0] for x in log]
         res[v].append((r.tokens / r.cpu_s, statistics.median(ms), sum(ms), len(ms), rounds))
         if v == "plain":
             ref = r.outputs
         eq = "=plain" if ref is None or r.outputs == ref else "MISMATCH"
         extra = "" if v in ("plain",) or v.startswith("L") else f" {d.engine.control.summary()}"
         print(f"rep {rep} {v}: {r.tokens / r.cpu_s:.2f} tok/s, steps {len(ms)}, median step {statistics.median(ms):.2f} ms,"
-              f" mean {sum(ms) / len(ms):.2f} ms, {eq}{extra}", flush=True)
+              f" mean {sum(ms) / len(ms):.2f} ms, {eq}{extra}\n    by rows: {by_rows(log)}", flush=True)
 pl = [x[0] for x in res["plain"]]
 for v in variants:
     xs = [a[0] / b for a, b in zip(res[v], pl)]
