@@ -32,7 +32,9 @@ served:
   are not symmetric: a false "drafting pays" is corrected by the drafted rounds it brings, a false "it does not" is
   frozen, since plain rounds add no drafted round to the window, until the floor's next probe (50 rounds or more).
   With 16 request-rounds and 3%, chance dips of a window froze DSpark's mixed stream at T = 0.8 plain in 6-13% of
-  rounds at 0.958x fixed L2; with 64 and 1%, 3 plain rounds of 772-779, 0.991x (stop 62, `gate_exp.py`).
+  rounds at 0.958x fixed L2; with 64 and 1%, 3 plain rounds of 772-779, 0.991x (stop 62, `gate_exp.py`). It judges
+  from `REALISED_MIN_REQUESTS` on, so that a cold start's first plain verdict is not frozen until the first probe
+  (64 request-rounds before a first judgement kept 8% of a code run at T = 0.8 plain, one probe interval).
 
 Nothing here reads the current round's target outputs: it reads completed rounds' times and accepted counts, the
 normal result path's feedback (R-C4), and only moves how many drafted tokens a round admits, or whether it drafts,
@@ -56,6 +58,7 @@ MAX_AGE = 4096  # rounds after which a sample no longer prices
 MIN_CORRECTION, MAX_CORRECTION = 0.7, 1.4
 STEP = 0.02
 REALISED_REQUESTS = 64  # request-rounds of the newest drafted rounds realised_gain reads
+REALISED_MIN_REQUESTS = 16  # ... of which it needs at least this many to judge (a cold start's first rounds)
 REALISED_MARGIN = 0.01  # ... and how much faster than plain rounds they must have been
 EXPIRE_EVERY = 256  # rounds between checks for prices whose samples all aged out
 
@@ -126,11 +129,12 @@ class ServedRows:
             self.version += 1
 
     def realised_gain(self, bcap: int, B: int) -> bool:
-        """Whether the newest pure drafted rounds of `bcap` (holding REALISED_REQUESTS request-rounds) committed more
+        """Whether the newest pure drafted rounds of `bcap` (holding REALISED_REQUESTS request-rounds, or from
+        REALISED_MIN_REQUESTS on, what there is) committed more
         tokens per ms, as served, than B tokens per plain round (the median of the newest plain rounds, whatever their
         age) by REALISED_MARGIN: measured acceptance at measured cost, no table and no confidence model."""
         drafted, plain = self._drafted.get(bcap), self._plain.get(bcap)
-        if not drafted or not plain or len(plain) < MIN_PLAIN or sum(r for r, _, _ in drafted) < REALISED_REQUESTS:
+        if not drafted or not plain or len(plain) < MIN_PLAIN or sum(r for r, _, _ in drafted) < REALISED_MIN_REQUESTS:
             return False
         rate = sum(t for _, t, _ in drafted) / sum(ms for _, _, ms in drafted)
         return rate > (1.0 + REALISED_MARGIN) * B / statistics.median(ms for _, ms in plain)
@@ -171,6 +175,7 @@ class ServedRows:
                 f"newest {SAMPLES} served times over the median of the newest {PLAIN_SAMPLES} plain rounds, times the "
                 f"table's plain round, once {MIN_SAMPLES} steady rounds of that G were timed (a G not yet timed takes "
                 f"the nearest timed G's correction, within [{MIN_CORRECTION}, {MAX_CORRECTION}]); until then the "
-                f"table prices; and a round drafts while the newest drafted rounds ({REALISED_REQUESTS} request-rounds) "
+                f"table prices; and a round drafts while the newest drafted rounds ({REALISED_REQUESTS} request-rounds, "
+                f"judged from {REALISED_MIN_REQUESTS} on) "
                 f"committed {100 * REALISED_MARGIN:.0f}% more tokens per ms than plain rounds, outside closed batches "
                 "(adaptive/verify_served.py)")

@@ -126,16 +126,21 @@ def test_realised_gain_reads_measured_tokens_per_ms_of_drafted_rounds_against_pl
     """The gate's third opinion: the newest drafted rounds' committed tokens per ms as served, against plain rounds'."""
     s = _rows()
     n = _serve(s, 1, [(None, 10.0, True)] * 3)
-    for i in range(vs.REALISED_REQUESTS - 1):
+    for i in range(vs.REALISED_MIN_REQUESTS - 1):
         s.record(n + i, 1, 3, 13.0, True, tokens=2)  # 2 tokens in 13 ms: 1.54x a plain round's rate
-    assert not s.realised_gain(1, 1)  # fewer request-rounds than it reads
+    assert not s.realised_gain(1, 1)  # fewer request-rounds than it needs to judge
     s.record(n + 99, 1, 3, 13.0, True, tokens=2)
     assert s.realised_gain(1, 1)
+    for i in range(vs.REALISED_REQUESTS - vs.REALISED_MIN_REQUESTS):  # the window fills up to REALISED_REQUESTS
+        s.record(n + 40 + i, 1, 3, 13.0, True, tokens=2)
+    for i in range(vs.REALISED_REQUESTS // 2 - 1):  # newer losing rounds, fewer than half the window: still a gain
+        s.record(n + 150 + i, 1, 3, 13.0, True, tokens=1)
+    assert s.realised_gain(1, 1)
     for i in range(vs.REALISED_REQUESTS):  # newer rounds that lose push the winners out
-        s.record(n + 100 + i, 1, 3, 13.0, True, tokens=1)
+        s.record(n + 300 + i, 1, 3, 13.0, True, tokens=1)
     assert not s.realised_gain(1, 1)
     for i in range(vs.REALISED_REQUESTS):  # probes and impure rounds are not read
-        s.record(n + 200 + i, 1, 3, 13.0, False, tokens=3)
+        s.record(n + 400 + i, 1, 3, 13.0, False, tokens=3)
     assert not s.realised_gain(1, 1) and not _rows().realised_gain(1, 1)
 
 
