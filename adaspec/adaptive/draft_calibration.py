@@ -8,8 +8,8 @@ gate plain where drafting pays (prose), an overconfident one admits rows that do
 `ConfidenceRatio` keeps, over the newest completed rounds (lagged, as all feedback), the drafted tokens a round
 accepted against the number its path probabilities predicted for the positions it verified (sum over verified
 positions j of P_j = E[accepted | verified]), and returns their ratio r, shrunk towards 1 by
-`PRIOR_TOKENS` predicted tokens and clipped to [`MIN_RATIO`, `MAX_RATIO`]. `host_paths.scaled_rows(P, r)` is min(1, r * P), still
-non-increasing along a request's path. What a round admits is the only thing it changes, so outputs stay the
+`PRIOR_TOKENS` predicted tokens and clipped to [`MIN_RATIO`, `MAX_RATIO`]. `host_paths.scaled_rows(P, r)` is
+min(1, r * P), still non-increasing along a request's path. What a round admits is the only thing it changes, so outputs stay the
 target's (every admission is lossless, R-D3a).
 """
 

@@ -290,7 +290,8 @@ class VerifyController:
             if G is not None:
                 self.g_histogram[G] += 1
             return lens
-        d = sync_admission(scaled_rows(clean_rows(P), self.confidence_ratio()), bcap, self.cost_ms, self.pad_rows, max_lens, token_value)
+        paths = scaled_rows(clean_rows(P), self.confidence_ratio())  # host lists (host_paths.py)
+        d = sync_admission(paths, bcap, self.cost_ms, self.pad_rows, max_lens, token_value)
         self.decisions.append(VerifyDecision(round_id, B, bcap, "sync", d.G, d.reason, d.predicted))
         if d.G is not None:
             self.g_histogram[d.G] += 1

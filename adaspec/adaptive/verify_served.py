@@ -129,12 +129,13 @@ class ServedRows:
             self.version += 1
 
     def realised_gain(self, bcap: int, B: int) -> bool:
-        """Whether the newest pure drafted rounds of `bcap` (holding REALISED_REQUESTS request-rounds, or from
-        REALISED_MIN_REQUESTS on, what there is) committed more
-        tokens per ms, as served, than B tokens per plain round (the median of the newest plain rounds, whatever their
-        age) by REALISED_MARGIN: measured acceptance at measured cost, no table and no confidence model."""
+        """Whether the newest pure drafted rounds of `bcap` (holding REALISED_REQUESTS request-rounds; from
+        REALISED_MIN_REQUESTS on, what there is) committed more tokens per ms, as served, than B tokens per plain round
+        (the median of the newest plain rounds, whatever their age) by REALISED_MARGIN: measured acceptance at
+        measured cost, no table and no confidence model."""
         drafted, plain = self._drafted.get(bcap), self._plain.get(bcap)
-        if not drafted or not plain or len(plain) < MIN_PLAIN or sum(r for r, _, _ in drafted) < REALISED_MIN_REQUESTS:
+        held = sum(r for r, _, _ in drafted) if drafted else 0
+        if not plain or len(plain) < MIN_PLAIN or held < REALISED_MIN_REQUESTS:
             return False
         rate = sum(t for _, t, _ in drafted) / sum(ms for _, _, ms in drafted)
         return rate > (1.0 + REALISED_MARGIN) * B / statistics.median(ms for _, ms in plain)
@@ -175,7 +176,7 @@ class ServedRows:
                 f"newest {SAMPLES} served times over the median of the newest {PLAIN_SAMPLES} plain rounds, times the "
                 f"table's plain round, once {MIN_SAMPLES} steady rounds of that G were timed (a G not yet timed takes "
                 f"the nearest timed G's correction, within [{MIN_CORRECTION}, {MAX_CORRECTION}]); until then the "
-                f"table prices; and a round drafts while the newest drafted rounds ({REALISED_REQUESTS} request-rounds, "
-                f"judged from {REALISED_MIN_REQUESTS} on) "
-                f"committed {100 * REALISED_MARGIN:.0f}% more tokens per ms than plain rounds, outside closed batches "
+                f"table prices; and a round drafts while the newest drafted rounds ({REALISED_REQUESTS} "
+                f"request-rounds, judged from {REALISED_MIN_REQUESTS} on) committed {100 * REALISED_MARGIN:.0f}% more "
+                "tokens per ms than plain rounds, outside closed batches "
                 "(adaptive/verify_served.py)")
