@@ -85,11 +85,12 @@ def rank_order(P: np.ndarray, max_lens=None) -> list[tuple[int, int]]:
     """Candidates (b, j0) (j0 = 0-based position) in rank order: P desc, then position, then slot.
     Only candidates with P > 0 inside each request's cap are listed."""
     rows = clean_rows(P)
-    return _ranked(rows, _caps(max_lens, len(rows), len(rows[0]) if rows else 0))
+    return _ranked(rows, cap_list(max_lens, len(rows), len(rows[0]) if rows else 0))
 
 
-def _caps(max_lens, B: int, w: int) -> list[int]:
-    """verify_caps as a list (plain Python for the engine's list of caps, which the admission reads every round)."""
+def cap_list(max_lens, B: int, w: int) -> list[int]:
+    """verify_caps as a list (plain Python for the engine's list of caps, which the admission and the gate read every
+    round: numpy's per-call overhead was most of the controller's time)."""
     if isinstance(max_lens, (list, tuple)) and len(max_lens) == B:
         return [min(max(int(c), 0), w) for c in max_lens]
     return verify_caps(max_lens, B, w).tolist()
@@ -134,7 +135,7 @@ def sync_admission(P, bcap: int, cost_ms: CostFn, pad_rows: PadRowsFn, max_lens=
     """DSpark Algorithm 1 with early stop (R-D3a). Uses the host (P may be a device tensor)."""
     rows_p = clean_rows(P)
     B, w = len(rows_p), len(rows_p[0]) if rows_p else 0
-    caps = _caps(max_lens, B, w)
+    caps = cap_list(max_lens, B, w)
     cost_of = _padded_cost(bcap, cost_ms, pad_rows)
 
     def full_width(why: str) -> AdmissionDecision:

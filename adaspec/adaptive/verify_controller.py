@@ -23,7 +23,7 @@ from .draft_calibration import ConfidenceRatio
 from .feedback import DEFAULT_PRIOR_RATE, LaggedFeedback
 from .host_paths import clean_rows, paths_from_scores, scaled_rows
 from .verify_budget import (BudgetDecision, CostFn, PadRowsFn, allocate_in_budget, budget_drafts, budget_from_lagged,
-                            full_width_rows, sync_admission, sync_gain_from_lagged, sync_outcome, verify_caps)
+                            cap_list, full_width_rows, sync_admission, sync_gain_from_lagged, sync_outcome)
 from .verify_served import ServedRows
 
 # the sync gate's second opinion (predicts_gain): the newest rounds holding this many request-rounds
@@ -188,13 +188,8 @@ class VerifyController:
         return budget_drafts(d.reason, d.G, B)
 
     def _cap_sum(self, max_lens, B: int) -> int | None:
-        """Drafts the batch can verify at most (verify_caps summed): plain Python for the engine's list,
-        which is planned every round (numpy's per-call overhead was ~40% of the controller's time)."""
-        if max_lens is None:
-            return None
-        if isinstance(max_lens, (list, tuple)) and len(max_lens) == B:
-            return sum(min(max(int(c), 0), self.width) for c in max_lens)
-        return int(verify_caps(max_lens, B, self.width).sum())
+        """Drafts the batch can verify at most (verify_budget.cap_list summed)."""
+        return None if max_lens is None else sum(cap_list(max_lens, B, self.width))
 
     def _take_feedback(self, round_id: int | None) -> None:
         new = [(P, counts) for P, counts in self.feedback.release(round_id) if P]
@@ -284,7 +279,7 @@ class VerifyController:
         self._reprice()
         why = "fallback: no request bucket; full width" if bcap is None else self._uncovered(bcap, kv_len)
         if why is not None:
-            lens = verify_caps(max_lens, B, self.width).tolist()
+            lens = cap_list(max_lens, B, self.width)
             G = None if bcap is None else self.pad_rows(bcap, B + sum(lens))
             self.decisions.append(VerifyDecision(round_id, B, bcap, "sync", G, why))
             if G is not None:

@@ -36,6 +36,13 @@ import adaspec.adaptive_old.verify_budget as old  # noqa: E402
 import adaspec.adaptive_old.verify_controller as oldvc  # noqa: E402
 from adaspec.adaptive import verify_budget as new  # noqa: E402
 from adaspec.adaptive import verify_controller as newvc  # noqa: E402
+from adaspec.adaptive import verify_served as newvs  # noqa: E402
+import adaspec.adaptive_old.verify_served as oldvs  # noqa: E402
+
+# the realised-gain rule changed on purpose after a0a7611 (4c067bc, f83137a): the comparison of the host arithmetic
+# runs the new controller with the old rule's constants
+newvs.REALISED_REQUESTS = newvs.REALISED_MIN_REQUESTS = oldvs.REALISED_REQUESTS
+newvs.REALISED_MARGIN = oldvs.REALISED_MARGIN
 
 rng = np.random.default_rng(0)
 costs = {g: 1.0 + 0.07 * g + rng.random() * 0.05 for g in range(1, 140)}
