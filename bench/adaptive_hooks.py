@@ -116,17 +116,26 @@ class ControllerTimer:
             self._wrap(ctl.verify, "allocate")
 
     def _wrap(self, obj, name):
-        f = getattr(obj, name)
+        time_calls(obj, name, self._add)
 
-        def timed(*a, **k):
-            t0 = time.perf_counter()
-            try:
-                return f(*a, **k)
-            finally:
-                self.seconds += time.perf_counter() - t0
-                self.calls += 1
+    def _add(self, seconds: float) -> None:
+        self.seconds += seconds
+        self.calls += 1
 
-        setattr(obj, name, timed)
+
+def time_calls(obj, name: str, add) -> None:
+    """Shadow `obj.name` with an instance attribute that calls it and hands `add` its wall seconds (drop it again by
+    deleting the attribute: `unwrap_timers`)."""
+    f = getattr(obj, name)
+
+    def timed(*a, **k):
+        t0 = time.perf_counter()
+        try:
+            return f(*a, **k)
+        finally:
+            add(time.perf_counter() - t0)
+
+    setattr(obj, name, timed)
 
 
 def unwrap_timers(llm) -> None:

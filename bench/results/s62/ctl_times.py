@@ -5,13 +5,13 @@ bench/adaptive_hooks.ControllerTimer times them, split by entry point and by the
 """
 import os
 import sys
-import time
 from collections import defaultdict
 from pathlib import Path
 
 sys.path.insert(0, os.environ.get("CHECKOUT", str(Path(__file__).resolve().parents[3])))
 from bench import common  # noqa: E402
 from bench.adaptive_calibration import dspark_sync_b1  # noqa: E402
+from bench.adaptive_hooks import time_calls  # noqa: E402
 
 common.setup_threads(1)
 src = sys.argv[1] if len(sys.argv) > 1 else "code"
@@ -22,16 +22,10 @@ tot, calls = defaultdict(float), defaultdict(int)
 
 
 def wrap(obj, name, label):
-    f = getattr(obj, name)
-
-    def timed(*a, **k):
-        t0 = time.perf_counter()
-        try:
-            return f(*a, **k)
-        finally:
-            tot[label] += time.perf_counter() - t0
-            calls[label] += 1
-    setattr(obj, name, timed)
+    def add(seconds):
+        tot[label] += seconds
+        calls[label] += 1
+    time_calls(obj, name, add)
 
 
 for rep in range(2):

@@ -39,7 +39,7 @@ def fixed(L):
 
 def early_stop(P, r=1.0, value=1.0):
     P = np.minimum(1.0, r * np.minimum.accumulate(P))
-    best, tau, L = 1 / cost[2 - 1 + 1 - 1 + 1] if False else None, 1.0, 0
+    tau, L = 1.0, 0
     best = 1.0 / cost[1] if 1 in cost else 0.0
     for j in range(len(P)):
         th = (tau + value * P[j]) / cost[j + 2]
@@ -70,10 +70,6 @@ def ratio_rule(floor=True, window=64, prior=4.0):
             return None
         return L
     return rule
-
-
-def oracle(P, s):
-    return None
 
 
 for src, rounds in d["streams"].items():

@@ -75,7 +75,7 @@ def run(v):
     ctl.reset()
     if v.startswith("forced"):
         L = int(v[6:])
-        admit, floor = ctl.verify.admit, ctl.floor
+        floor = ctl.floor
         ctl.verify.admit = lambda P, round_id=None, max_lens=None, kv_len=None, token_value=1.0: \
             [min(L, int(c)) for c in (max_lens if max_lens is not None else [L] * int(P.shape[0]))]
         ctl.floor = None
