@@ -38,9 +38,9 @@ served:
 
 Nothing here reads the current round's target outputs: it reads completed rounds' times and accepted counts, the
 normal result path's feedback (R-C4), and only moves how many drafted tokens a round admits, or whether it drafts,
-which every admission already leaves exact. If the drafted rounds
-that feed `realised_gain` were chosen by the gate because they were confident, drafting every round dilutes them, the
-rate falls and the check lets go: it settles where drafting an ordinary round still pays.
+which every admission already leaves exact. If the drafted rounds that feed `realised_gain` were chosen by the gate
+because they were confident, drafting every round dilutes them, the rate falls and the check lets go: it settles
+where drafting an ordinary round still pays.
 """
 
 from __future__ import annotations
