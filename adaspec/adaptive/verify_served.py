@@ -60,6 +60,7 @@ STEP = 0.02
 REALISED_REQUESTS = 64  # request-rounds of the newest drafted rounds realised_gain reads
 REALISED_MIN_REQUESTS = 16  # ... of which it needs at least this many to judge (a cold start's first rounds)
 REALISED_MARGIN = 0.01  # ... and how much faster than plain rounds they must have been
+COLD_REQUESTS = 2 * REALISED_MIN_REQUESTS  # request-rounds a bucket may draft unasked before its first judgement
 EXPIRE_EVERY = 256  # rounds between checks for prices whose samples all aged out
 
 
@@ -78,6 +79,7 @@ class ServedRows:
         self._costs: dict[tuple[int, int], float | None] = {}  # cost_ms's, valid for _costs_version
         self._costs_version = 0
         self.last_round: int | None = None
+        self._cold: dict[int, int] = {}  # per bucket: request-rounds drafted by `cold_draft`
 
     def record(self, round_id: int, bcap: int, G: int | None, ms: float, pure: bool,
                tokens: int | None = None, requests: int = 1) -> None:
@@ -139,6 +141,18 @@ class ServedRows:
             return False
         rate = sum(t for _, t, _ in drafted) / sum(ms for _, _, ms in drafted)
         return rate > (1.0 + REALISED_MARGIN) * B / statistics.median(ms for _, ms in plain)
+
+    def cold_draft(self, bcap: int, B: int) -> bool:
+        """Whether a round of B requests in `bcap` drafts although no opinion says it pays, because realised_gain
+        has not yet held REALISED_MIN_REQUESTS drafted request-rounds of the bucket to judge from: a plain verdict then
+        would hold until the floor's first probe (which does not feed the check). Counted: each bucket drafts at most
+        COLD_REQUESTS request-rounds so (twice what a judgement needs: rounds that also prefill time nothing)."""
+        drafted = self._drafted.get(bcap)
+        spent = self._cold.get(bcap, 0)
+        if spent >= COLD_REQUESTS or (drafted and sum(r for r, _, _ in drafted) >= REALISED_MIN_REQUESTS):
+            return False
+        self._cold[bcap] = spent + B
+        return True
 
     def correction(self, bcap: int, G: int) -> float:
         """Served over table cost of G rows (relative to plain rounds): its own, the nearest priced G's, or 1."""

@@ -13,6 +13,7 @@ common.setup_threads(1)
 srcs = sys.argv[1].split(",")
 variants = sys.argv[2].split(",")
 reps = int(sys.argv[3]) if len(sys.argv) > 3 else 3
+DEFAULT_REALISED = vs.REALISED_REQUESTS, vs.REALISED_MARGIN
 TEMP = float(os.environ.get("TEMP", "0"))  # stop 62: sampled runs (seeded per request, compared with plain's)
 d, ns = dspark_sync_b1(srcs)
 f = common.build_llm("float32", "DSpark", 7, None, max_seqs=1, max_model_len=1024, graph_decode_batch_sizes=(1,))
@@ -34,8 +35,8 @@ def run(v, src):
     if real:  # the realised-gain window of N request-rounds and margin M% (default 3)
         n, _, m = real[4:].partition("_")
         vs.REALISED_REQUESTS, vs.REALISED_MARGIN = int(n), (int(m) / 100 if m else 0.03)
-    else:
-        vs.REALISED_REQUESTS, vs.REALISED_MARGIN = 16, 0.03
+    else:  # stop 63: the module's own (was stop 61's 16 and 3%, the default until f83137a)
+        vs.REALISED_REQUESTS, vs.REALISED_MARGIN = DEFAULT_REALISED
     vc.GATE_REQUESTS = 1 if v in ("gate", "ratio") else 16
     if v in ("gate", "window", "noratio"):  # noratio (stop 61): served pricing on, the confidence ratio off
         ctl.verify.confidence = None
@@ -49,6 +50,8 @@ def run(v, src):
         ctl.verify.cost_ms = ctl.verify.served.cost_ms if ctl.verify.served is not None else ctl.verify.table_ms
     if v == "norealised" or v.startswith("pricedup"):  # stop 61: served prices without the realised-gain check
         ctl.verify.served.realised_gain = lambda bcap, B: False
+    if v == "nocold":  # stop 63: no cold-start drafting before the realised check's first judgement
+        ctl.verify.served.cold_draft = lambda bcap, B: False
     if v == "nofloor":
         ctl.floor = None
     elif v.startswith("probe"):
