@@ -125,6 +125,14 @@ def linear_backend(request):
         yield request.param
 
 
+@pytest.fixture
+def no_cold_draft(monkeypatch):
+    """Sync verify's cold-start allowance off (adaptive/verify_served.py, stop 63): for tests of the gate's model
+    opinions, which the allowance would otherwise override for a bucket's first drafted request-rounds."""
+    import adaspec.adaptive.verify_served as vs
+    monkeypatch.setattr(vs, "COLD_REQUESTS", 0)
+
+
 @pytest.fixture(scope="session")
 def tiny_llama_dir(tmp_path_factory) -> Path:
     """A complete random tiny Llama HF directory (config, safetensors, tokenizer with chat template)."""

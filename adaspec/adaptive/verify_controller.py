@@ -183,7 +183,7 @@ class VerifyController:
         if self.mode == "sync":  # predict what the early stop will admit, not the best budget (sync_gain_from_lagged)
             reason = self._budget(B, bcap, cap, kv_len, token_value, early_stop=True).reason
             return (reason.startswith(("early stop", "fallback")) or self._window_gains(B, bcap, cap, kv_len, token_value)
-                    or (token_value >= 1.0 and self.served is not None
+                    or (token_value >= 1.0 and cap != 0 and self.served is not None  # cap 0: nothing to verify
                         and (self.served.realised_gain(bcap, B) or self.served.cold_draft(bcap, B))))
         d = self._budget(B, bcap, cap, kv_len, token_value)
         return budget_drafts(d.reason, d.G, B)

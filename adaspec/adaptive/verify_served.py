@@ -61,6 +61,7 @@ REALISED_REQUESTS = 64  # request-rounds of the newest drafted rounds realised_g
 REALISED_MIN_REQUESTS = 16  # ... of which it needs at least this many to judge (a cold start's first rounds)
 REALISED_MARGIN = 0.01  # ... and how much faster than plain rounds they must have been
 COLD_REQUESTS = 2 * REALISED_MIN_REQUESTS  # request-rounds a bucket may draft unasked before its first judgement
+SETTLED_ONLY = True  # the round after an impure one or another bucket's times nothing (False: stop 62's rule)
 EXPIRE_EVERY = 256  # rounds between checks for prices whose samples all aged out
 
 
@@ -72,7 +73,7 @@ class ServedRows:
         self.table_ms, self.plain_ms = table_ms, plain_ms
         self._plain: dict[int, deque[tuple[int, float]]] = {}
         self._samples: dict[tuple[int, int], deque[tuple[int, float]]] = {}
-        self._previous: tuple[int, int, bool] | None = None  # (round, bucket, pure drafted) of the last round
+        self._previous: tuple[int, int, bool, bool] | None = None  # (round, bucket, pure, drafted) of the last round
         self._corrections: dict[int, dict[int, float]] = {}  # per bucket, G -> correction (own samples only)
         self.version = 0  # bumped whenever a correction changes
         self._drafted: dict[int, deque[tuple[int, int, float]]] = {}  # per bucket: (requests, tokens, ms), newest last
@@ -86,19 +87,22 @@ class ServedRows:
         """A completed round of request bucket `bcap`: G padded target rows, or None for a plain round (no draft);
         a drafted round's `tokens` (committed: its requests plus their accepted drafts) feed `realised_gain`."""
         pure = bool(pure) and ms > 0
-        if pure and G is not None and tokens is not None:
+        previous, self._previous = self._previous, (round_id, bcap, pure, G is not None)
+        # the round after one that also prefilled (or of another bucket: a request joined or left) is slow for
+        # either kind (stop 63: 60-67 ms plain rounds where steady ones took ~38), so it times nothing
+        follows = previous is not None and previous[:3] == (round_id - 1, bcap, True)  # a pure round of bcap
+        settled = pure and (follows or not SETTLED_ONLY)
+        if settled and G is not None and tokens is not None:
             drafted = self._drafted.setdefault(bcap, deque())
             drafted.append((requests, tokens, float(ms)))
             held = sum(r for r, _, _ in drafted)
             while len(drafted) > 1 and held - drafted[0][0] >= REALISED_REQUESTS:
                 held -= drafted.popleft()[0]
-        steady = (pure and G is not None and self._previous is not None
-                  and self._previous == (round_id - 1, bcap, True))
-        self._previous = (round_id, bcap, pure and G is not None)
+        steady = pure and follows and G is not None and previous[3]
         self.last_round = round_id
         if round_id % EXPIRE_EVERY == 0:
             self.expire(round_id)
-        if not pure:
+        if not settled:
             return
         if G is None:
             self._plain.setdefault(bcap, deque(maxlen=PLAIN_SAMPLES)).append((round_id, float(ms)))

@@ -412,7 +412,7 @@ def test_lagged_feedback_stays_bounded_over_a_long_sync_run(tiny_llama_dir, plai
     assert llm.engine.control.verify.feedback.pending <= 2
 
 
-def test_sync_gate_predicts_what_the_early_stop_admits_not_the_best_budget():
+def test_sync_gate_predicts_what_the_early_stop_admits_not_the_best_budget(no_cold_draft):
     """A candidate worth 0.9 of a token cannot pay for a row bucket of 4 rows costing 1.5x (the
     early stop admits nothing), although four such candidates would (the async estimator searches
     past that cliff): the sync gate skips the draft, the async budget drafts."""

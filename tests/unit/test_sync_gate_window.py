@@ -44,7 +44,7 @@ def test_confidence_ratio_counts_the_verified_positions_only():
     assert ConfidenceRatio.counts([[0.5, 0.25, 0.125]], [2], [2]) == (1, 0.75, 2.0)  # rows as the controller keeps them
 
 
-def test_window_drafts_when_drafting_pays_on_average_though_the_newest_round_was_unconfident():
+def test_window_drafts_when_drafting_pays_on_average_though_the_newest_round_was_unconfident(no_cold_draft):
     """The newest round alone kept a stream plain after one unconfident round until the next probe (stop 59: DSpark
     prose at one request drafted in 17% of rounds at 0.86x its fixed L3); the window averages what each round's
     own early stop would have admitted."""
@@ -68,7 +68,7 @@ def test_window_drafts_when_drafting_pays_on_average_though_the_newest_round_was
     assert len(ctrl.recent) <= vc.GATE_REQUESTS
 
 
-def test_window_never_gains_from_drafts_nothing_is_admitted_from():
+def test_window_never_gains_from_drafts_nothing_is_admitted_from(no_cold_draft):
     """A drafted round that admits nothing costs at least a plain round, whatever the table says."""
     ctrl = VerifyController(WIDTH, lambda bcap, G: 0.5 if G == 1 else 100.0, lambda B: 1, {1: [1, 6]}, mode="sync",
                             lag=1, plain_ms=lambda bcap, kv: 1.0)
@@ -77,7 +77,7 @@ def test_window_never_gains_from_drafts_nothing_is_admitted_from():
     assert not ctrl.predicts_gain(1, round_id=4)
 
 
-def test_the_streams_confidence_ratio_moves_the_gate_and_the_admission():
+def test_the_streams_confidence_ratio_moves_the_gate_and_the_admission(no_cold_draft):
     """An underconfident draft (accepts far more than its path probabilities say): at ratio 1 the gate keeps the
     stream plain; once the verified rounds show it, the corrected probabilities draft and admit more. Async mode
     keeps its estimate uncorrected."""

@@ -28,7 +28,7 @@ def _serve(s: ServedRows, start: int, rounds) -> int:
 
 def test_a_steady_drafted_round_is_priced_against_the_plain_rounds_around_it():
     s = _rows()
-    n = _serve(s, 1, [(None, 10.0, True)] * 3)
+    n = _serve(s, 1, [(None, 10.0, True)] * 4)  # the first follows no round: it times nothing
     n = _serve(s, n, [(3, 13.0, True)] * 5)  # the first follows a plain round (catch-up): 4 samples
     assert s.correction(1, 3) == 1.0 and s.priced() == {}
     n = _serve(s, n, [(3, 13.0, True)])
@@ -44,17 +44,17 @@ def test_a_steady_drafted_round_is_priced_against_the_plain_rounds_around_it():
 
 def test_probes_impure_rounds_and_stale_references_give_no_sample():
     s = _rows()
-    n = _serve(s, 1, [(None, 10.0, True)] * 3)
+    n = _serve(s, 1, [(None, 10.0, True)] * 4)  # the first follows no round: it times nothing
     before = s.version
     n = _serve(s, n, [(2, 12.0, True), (2, 12.0, False)] * 6)  # every pure one follows an impure one
     n = _serve(s, n, [(None, 10.0, False)] + [(2, 12.0, True)] * 8)  # no pure plain round since this run began...
     assert s.priced() == {1: {2: pytest.approx(round(12.0 / 10.0 / 1.35 / vs.STEP) * vs.STEP)}}  # ...but 3 before
     t = _rows()
-    m = _serve(t, 1, [(None, 10.0, True)] * vs.MIN_PLAIN)
+    m = _serve(t, 1, [(None, 10.0, True)] * (vs.MIN_PLAIN + 1))
     _serve(t, m + vs.PLAIN_AGE, [(2, 12.0, True)] * 10)  # the plain reference is too old
     assert t.priced() == {} and t.version == 0
     u = _rows()
-    m = _serve(u, 1, [(None, 10.0, True)] * (vs.MIN_PLAIN - 1))
+    m = _serve(u, 1, [(None, 10.0, True)] * vs.MIN_PLAIN)
     _serve(u, m, [(2, 12.0, True)] * 10)  # too few plain rounds to reference anything
     assert u.priced() == {}
     assert s.version > before
@@ -62,14 +62,14 @@ def test_probes_impure_rounds_and_stale_references_give_no_sample():
 
 def test_corrections_are_clipped_and_age_out():
     s = _rows()
-    n = _serve(s, 1, [(None, 10.0, True)] * 3)
+    n = _serve(s, 1, [(None, 10.0, True)] * 4)  # the first follows no round: it times nothing
     n = _serve(s, n, [(4, 100.0, True)] * 7)
     assert s.correction(1, 4) == pytest.approx(vs.MAX_CORRECTION)
     s.expire(n + vs.MAX_AGE + 1)
     assert s.priced() == {} and s.correction(1, 4) == 1.0
 
 
-def test_the_gate_drafts_once_the_drafted_rounds_it_served_were_cheaper_than_the_table_said():
+def test_the_gate_drafts_once_the_drafted_rounds_it_served_were_cheaper_than_the_table_said(no_cold_draft):
     """The same lagged confidences: at the table's prices a drafted round loses to a plain one; timed rounds show
     that drafted rounds cost less, and the gate drafts. The memoised verdict is dropped when the price changes."""
     scores = np.full((1, 5), 0.3)  # (1 + 0.3) / 1.35 < 1 / 1.0 at the table; > 1 / 1.0 at 1.1
@@ -78,7 +78,7 @@ def test_the_gate_drafts_once_the_drafted_rounds_it_served_were_cheaper_than_the
     ctrl.observe(scores, round_id=0)
     assert not ctrl.predicts_gain(1, round_id=1)
     n = 1
-    for _ in range(3):
+    for _ in range(4):
         ctrl.observe_round(n, [0], False, 10.0, True)
         n += 1
     for _ in range(8):  # drafted rounds of every G served at 1.1 plain rounds
@@ -125,26 +125,45 @@ def test_an_engine_times_its_sync_rounds_and_stays_exact(tiny_llama_dir, plain, 
 def test_realised_gain_reads_measured_tokens_per_ms_of_drafted_rounds_against_plain_rounds():
     """The gate's third opinion: the newest drafted rounds' committed tokens per ms as served, against plain rounds'."""
     s = _rows()
-    n = _serve(s, 1, [(None, 10.0, True)] * 3)
-    for i in range(vs.REALISED_MIN_REQUESTS - 1):
-        s.record(n + i, 1, 3, 13.0, True, tokens=2)  # 2 tokens in 13 ms: 1.54x a plain round's rate
+    n = _serve(s, 1, [(None, 10.0, True)] * 4)  # the first follows no round: it times nothing
+
+    def drafted(count: int, tokens: int, pure: bool = True) -> None:
+        nonlocal n
+        for _ in range(count):
+            s.record(n, 1, 3, 13.0, pure, tokens=tokens)
+            n += 1
+    drafted(vs.REALISED_MIN_REQUESTS - 1, 2)  # 2 tokens in 13 ms: 1.54x a plain round's rate
     assert not s.realised_gain(1, 1)  # fewer request-rounds than it needs to judge
-    s.record(n + 99, 1, 3, 13.0, True, tokens=2)
+    drafted(1, 2)
     assert s.realised_gain(1, 1)
-    for i in range(vs.REALISED_REQUESTS - vs.REALISED_MIN_REQUESTS):  # the window fills up to REALISED_REQUESTS
-        s.record(n + 40 + i, 1, 3, 13.0, True, tokens=2)
-    for i in range(vs.REALISED_REQUESTS // 2 - 1):  # newer losing rounds, fewer than half the window: still a gain
-        s.record(n + 150 + i, 1, 3, 13.0, True, tokens=1)
+    drafted(vs.REALISED_REQUESTS - vs.REALISED_MIN_REQUESTS, 2)  # the window fills up to REALISED_REQUESTS
+    drafted(vs.REALISED_REQUESTS // 2 - 1, 1)  # newer losing rounds, fewer than half the window: still a gain
     assert s.realised_gain(1, 1)
-    for i in range(vs.REALISED_REQUESTS):  # newer rounds that lose push the winners out
-        s.record(n + 300 + i, 1, 3, 13.0, True, tokens=1)
+    drafted(vs.REALISED_REQUESTS, 1)  # newer rounds that lose push the winners out
     assert not s.realised_gain(1, 1)
-    for i in range(vs.REALISED_REQUESTS):  # probes and impure rounds are not read
-        s.record(n + 400 + i, 1, 3, 13.0, False, tokens=3)
+    for _ in range(vs.REALISED_REQUESTS):  # probes and impure rounds, and the rounds right after them, are not read
+        drafted(1, 3, pure=False)
+        drafted(1, 3)
     assert not s.realised_gain(1, 1) and not _rows().realised_gain(1, 1)
 
 
-def test_the_gate_drafts_while_its_drafted_rounds_beat_plain_rounds_as_served():
+def test_the_round_after_an_impure_one_or_another_bucket_times_nothing():
+    """Stop 63: the first decode round after a prefill took 60-67 ms where steady plain rounds took ~38; as the only
+    plain rounds of a drafting stream they made every drafted round look 30% cheaper than it was."""
+    s = _rows()
+    for k in range(vs.PLAIN_SAMPLES):  # each request's first decode round follows its prefill (impure)
+        _serve(s, 1 + 2 * k, [(None, 10.0, False), (None, 16.0, True)])
+    assert s._reference(1, 2 * vs.PLAIN_SAMPLES) is None
+    n = _serve(s, 100, [(None, 10.0, True)] * 4)
+    assert s._reference(1, n) == 10.0
+    s.record(n, 2, None, 30.0, True)  # another bucket: the next round of this one is a transition
+    s.record(n + 1, 1, None, 16.0, True)
+    assert s._reference(1, n + 1) == 10.0
+    s.record(n + 2, 1, 3, 13.0, True, tokens=2)  # the first drafted round after plain ones: read by realised_gain
+    assert sum(r for r, _, _ in s._drafted[1]) == 1
+
+
+def test_the_gate_drafts_while_its_drafted_rounds_beat_plain_rounds_as_served(no_cold_draft):
     """Predicted to lose (the table and the confidences), but the rounds that drafted committed more tokens per ms
     than plain rounds: the gate drafts; not in a closed batch whose extra tokens are worth less (token_value < 1)."""
     scores = np.full((1, 5), 0.05)
@@ -152,9 +171,46 @@ def test_the_gate_drafts_while_its_drafted_rounds_beat_plain_rounds_as_served():
                             mode="sync", lag=1, plain_ms=lambda bcap, kv: 1.0)
     ctrl.observe(scores, round_id=0)
     assert not ctrl.predicts_gain(1, round_id=1)
-    for n in range(1, 4):
+    for n in range(1, 5):
         ctrl.observe_round(n, [0], False, 10.0, True)
-    for n in range(4, 4 + vs.REALISED_REQUESTS):
+    for n in range(5, 5 + vs.REALISED_REQUESTS):
         ctrl.observe_round(n, [2], True, 13.0, True, accepted=[2])  # 3 tokens in 13 ms
     assert ctrl.predicts_gain(1, round_id=30)
     assert not ctrl.predicts_gain(1, round_id=30, token_value=0.9)
+
+
+def test_a_cold_bucket_drafts_until_the_realised_check_can_judge_and_no_longer():
+    """Stop 63: before realised_gain holds REALISED_MIN_REQUESTS drafted request-rounds of a bucket it cannot judge,
+    and a plain verdict of the other opinions would hold until the floor's first probe; the bucket drafts instead, at
+    most COLD_REQUESTS request-rounds, and not once its drafted rounds can be judged."""
+    s = _rows()
+    assert sum(s.cold_draft(4, 4) for _ in range(100)) == vs.COLD_REQUESTS // 4  # counted in request-rounds
+    s = _rows()
+    s.record(0, 1, None, 10.0, True)
+    for i in range(1, vs.REALISED_MIN_REQUESTS):
+        assert s.cold_draft(1, 1)
+        s.record(i, 1, 3, 13.0, True, tokens=1)
+    assert s.cold_draft(1, 1)
+    s.record(vs.REALISED_MIN_REQUESTS, 1, 3, 13.0, True, tokens=1)  # now the check can judge: no more unasked drafts
+    assert not s.cold_draft(1, 1)
+    s = _rows()
+    for i in range(vs.COLD_REQUESTS):  # rounds that also prefilled (impure) time nothing: the allowance still ends
+        assert s.cold_draft(1, 1)
+        s.record(i, 1, 3, 13.0, False, tokens=1)
+    assert not s.cold_draft(1, 1)
+
+
+def _cold_controller() -> VerifyController:
+    ctrl = VerifyController(5, lambda bcap, G: TABLE.get(G), lambda B: 1 if B == 1 else None, {1: sorted(TABLE)},
+                            mode="sync", lag=1, plain_ms=lambda bcap, kv: 1.0)
+    ctrl.observe(np.full((1, 5), 0.05), round_id=0)  # unconfident: the table says a draft loses
+    return ctrl
+
+
+def test_the_gate_of_a_cold_bucket_drafts_its_allowance_then_follows_the_table():
+    ctrl = _cold_controller()
+    assert not ctrl.predicts_gain(1, round_id=1, max_lens=[0])  # nothing could be verified: no unasked draft
+    verdicts = [ctrl.predicts_gain(1, round_id=1 + n) for n in range(2 * vs.COLD_REQUESTS)]
+    assert verdicts == [True] * vs.COLD_REQUESTS + [False] * vs.COLD_REQUESTS
+    # a closed batch (no request waits for a slot) values extra tokens below decoded ones: no unasked draft there
+    assert not _cold_controller().predicts_gain(1, round_id=1, token_value=0.9)
