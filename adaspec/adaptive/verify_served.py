@@ -12,7 +12,11 @@ served:
   no draft) give a plain reference, their median, once there are `MIN_PLAIN` and while the newest is at most
   `PLAIN_AGE` rounds old. A pure drafted round (decode only, not a probe or a probe subset) that follows a pure
   drafted round of the same bucket (the first drafting round after plain ones also catches up on the draft context
-  they deferred: a cost of switching, not of G) gives a sample of its G: its ms over that reference.
+  they deferred: a cost of switching, not of G) gives a sample of its G: its ms over that reference. No round right
+  after an impure one (one that also prefilled, or a probe) or one of another bucket (a request joined or left)
+  times anything, plain or drafted (`SETTLED_ONLY`): on the Xeon VM of stop 63 each request's first decode round
+  after its prefill took 60-67 ms where steady plain rounds took ~38, and in a stream that drafts every other round
+  those were the only plain rounds, so every drafted round looked 30% cheaper than it was.
 - **Pricing** (`cost_ms`): a G with at least `MIN_SAMPLES` samples no older than `MAX_AGE` rounds costs the median
   of its newest `SAMPLES` samples times the table's plain round, so gate, window and admission compare drafted and
   plain rounds as served. A G without its own samples takes the correction (served over table, relative to plain)
@@ -35,6 +39,11 @@ served:
   rounds at 0.958x fixed L2; with 64 and 1%, 3 plain rounds of 772-779, 0.991x (stop 62, `gate_exp.py`). It judges
   from `REALISED_MIN_REQUESTS` on, so that a cold start's first plain verdict is not frozen until the first probe
   (64 request-rounds before a first judgement kept 8% of a code run at T = 0.8 plain, one probe interval).
+- **Cold start** (`cold_draft`, stop 63): until the check holds those first `REALISED_MIN_REQUESTS` drafted
+  request-rounds of a bucket it cannot judge, and a plain verdict of the other opinions would hold until the first
+  probe, whose rounds do not feed it; so a bucket drafts unasked until then, at most `COLD_REQUESTS` request-rounds
+  in all (twice a judgement's worth: rounds that also prefill time nothing), not in a closed batch and not when no
+  request may verify a token. A stream where drafting loses pays for that once: at one request ~16 drafted rounds.
 
 Nothing here reads the current round's target outputs: it reads completed rounds' times and accepted counts, the
 normal result path's feedback (R-C4), and only moves how many drafted tokens a round admits, or whether it drafts,
@@ -61,6 +70,7 @@ REALISED_REQUESTS = 64  # request-rounds of the newest drafted rounds realised_g
 REALISED_MIN_REQUESTS = 16  # ... of which it needs at least this many to judge (a cold start's first rounds)
 REALISED_MARGIN = 0.01  # ... and how much faster than plain rounds they must have been
 COLD_REQUESTS = 2 * REALISED_MIN_REQUESTS  # request-rounds a bucket may draft unasked before its first judgement
+POOLED = True  # one served correction per bucket from every G's samples (False: one per G, stop 61's rule)
 SETTLED_ONLY = True  # the round after an impure one or another bucket's times nothing (False: stop 62's rule)
 EXPIRE_EVERY = 256  # rounds between checks for prices whose samples all aged out
 
@@ -124,11 +134,18 @@ class ServedRows:
         """Recompute the bucket's corrections from its samples no older than MAX_AGE; bump `version` on a change."""
         plain = self.plain_ms(bcap)
         new: dict[int, float] = {}
+        ratios: dict[int, list[float]] = {}  # per G: its kept samples over the table's relative price
         for (b, G), samples in self._samples.items():
             kept = [x for r, x in samples if b == bcap and now - r <= MAX_AGE]
-            table = self.table_ms(bcap, G) if len(kept) >= MIN_SAMPLES and plain else None
+            table = self.table_ms(bcap, G) if kept and plain else None
             if table:
-                c = statistics.median(kept) * plain / table
+                ratios[G] = [x * plain / table for x in kept]
+        if POOLED:  # one level for the bucket, the table's shape over G (module docstring)
+            pooled = [c for cs in ratios.values() for c in cs]
+            ratios = {G: pooled for G in ratios} if len(pooled) >= MIN_SAMPLES else {}
+        for G, cs in ratios.items():
+            if len(cs) >= MIN_SAMPLES:
+                c = statistics.median(cs)
                 new[G] = round(round(min(MAX_CORRECTION, max(MIN_CORRECTION, c)) / STEP) * STEP, 6)
         if new != self._corrections.get(bcap, {}):
             self._corrections[bcap] = new
@@ -196,5 +213,6 @@ class ServedRows:
                 f"the nearest timed G's correction, within [{MIN_CORRECTION}, {MAX_CORRECTION}]); until then the "
                 f"table prices; and a round drafts while the newest drafted rounds ({REALISED_REQUESTS} "
                 f"request-rounds, judged from {REALISED_MIN_REQUESTS} on) committed {100 * REALISED_MARGIN:.0f}% more "
-                "tokens per ms than plain rounds, outside closed batches "
+                f"tokens per ms than plain rounds, outside closed batches, and until it can judge (at most "
+                f"{COLD_REQUESTS} request-rounds a bucket); rounds right after a prefill time nothing "
                 "(adaptive/verify_served.py)")
