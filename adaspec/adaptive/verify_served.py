@@ -8,22 +8,23 @@ of stop 60 (`bench/results/s60/served_gap.out`), DSpark w = 7 at one request ser
 L2 ran 1.05x plain. The engine times every round anyway, so the controller prices a drafted G from the rounds it
 served:
 
-- **Samples** (`ServedRows.record`): per request bucket, the newest `PLAIN_SAMPLES` pure plain rounds (decode only,
-  no draft) give a plain reference, their median, once there are `MIN_PLAIN` and while the newest is at most
-  `PLAIN_AGE` rounds old. A pure drafted round (decode only, not a probe or a probe subset) that follows a pure
-  drafted round of the same bucket (the first drafting round after plain ones also catches up on the draft context
-  they deferred: a cost of switching, not of G) gives a sample of its G: its ms over that reference. No round right
-  after an impure one (one that also prefilled, or a probe) or one of another bucket (a request joined or left)
-  times anything, plain or drafted (`SETTLED_ONLY`): on the Xeon VM of stop 63 each request's first decode round
-  after its prefill took 60-67 ms where steady plain rounds took ~38, and in a stream that drafts every other round
-  those were the only plain rounds, so every drafted round looked 30% cheaper than it was.
-- **Pricing** (`cost_ms`): a G with at least `MIN_SAMPLES` samples no older than `MAX_AGE` rounds costs the median
-  of its newest `SAMPLES` samples times the table's plain round, so gate, window and admission compare drafted and
-  plain rounds as served. A G without its own samples takes the correction (served over table, relative to plain)
-  of the nearest G of its bucket that has one (the larger on a tie): the rows a round verifies move with every
-  round's scores, and the G next to a priced one shares most of its error. Corrections are clipped to
-  [`MIN_CORRECTION`, `MAX_CORRECTION`] and kept in steps of `STEP`, so that a new sample rarely changes a price (the
-  controller's memoised estimates are dropped when one does: `version`).
+- **Samples** (`ServedRows.record`): per request bucket, the newest `PLAIN_SAMPLES` steady plain rounds give a
+  plain reference, their median, once there are `MIN_PLAIN` and while the newest is at most `PLAIN_AGE` rounds old;
+  a steady drafted round gives a sample: its ms over that reference. Steady: decode only, not a probe or a probe
+  subset, and following a round of the same kind (plain after plain, drafted after drafted) that was itself decode
+  only, of the same bucket. The first drafting round after plain ones also catches up on the draft context they
+  deferred (a cost of switching, not of G); the plain rounds of a stream that drafts are each request's last, which
+  no draft token may enter, and took 41-67 ms on the Xeon VM of stop 63 where the drafted rounds beside them took
+  38-42 and a plain stream's ~38: as the reference (stop 61-62) they made every drafted round look 20-30% cheaper.
+  (`SETTLED_ONLY` False restores stop 62's rules, for gate_exp.py's A/B.)
+- **Pricing** (`cost_ms`): once a bucket has `MIN_SAMPLES` samples no older than `MAX_AGE` rounds (each G keeps its
+  newest `SAMPLES`), every G of it costs the table's price times one correction: the median over those samples of
+  served over table cost, relative to the plain round (`POOLED`, stop 63). The table's shape over G is measured in
+  3 windows x 32 rounds a point and fitted; one more row costs ~2% of a round at one request, and stop 61's
+  correction per G (`POOLED` False; a G without samples took its nearest priced G's) differed between neighbours by
+  as much, so its noise set the early stop's marginal prices. Corrections are clipped to [`MIN_CORRECTION`,
+  `MAX_CORRECTION`] and kept in steps of `STEP`, so that a new sample rarely changes a price (the controller's
+  memoised estimates are dropped when one does: `version`).
 - Without samples (a stream that never drafts twice in a row, or never runs plain: prose keeps drafting, where the
   table's verdict is not marginal) the table alone prices.
 - **Realised gain** (`realised_gain`, the gate's third opinion, verify_controller.predicts_gain): whether the newest
@@ -71,7 +72,7 @@ REALISED_MIN_REQUESTS = 16  # ... of which it needs at least this many to judge 
 REALISED_MARGIN = 0.01  # ... and how much faster than plain rounds they must have been
 COLD_REQUESTS = 2 * REALISED_MIN_REQUESTS  # request-rounds a bucket may draft unasked before its first judgement
 POOLED = True  # one served correction per bucket from every G's samples (False: one per G, stop 61's rule)
-SETTLED_ONLY = True  # the round after an impure one or another bucket's times nothing (False: stop 62's rule)
+SETTLED_ONLY = True  # rounds after impure ones or another bucket's, and plain after drafted, time nothing (docstring)
 EXPIRE_EVERY = 256  # rounds between checks for prices whose samples all aged out
 
 
@@ -114,8 +115,9 @@ class ServedRows:
             self.expire(round_id)
         if not settled:
             return
-        if G is None:
-            self._plain.setdefault(bcap, deque(maxlen=PLAIN_SAMPLES)).append((round_id, float(ms)))
+        if G is None:  # a reference only after a plain round (after a drafted one it is a switch, or a forced one)
+            if not (SETTLED_ONLY and previous[3]):
+                self._plain.setdefault(bcap, deque(maxlen=PLAIN_SAMPLES)).append((round_id, float(ms)))
             return
         ref = self._reference(bcap, round_id)
         if not steady or ref is None:
