@@ -12,8 +12,8 @@ served:
   plain reference, their median, once there are `MIN_PLAIN` and while the newest is at most `PLAIN_AGE` rounds old;
   a steady drafted round gives a sample: its ms over that reference. Steady: decode only, not a probe or a probe
   subset, and following a round of the same kind (plain after plain, drafted after drafted) that was itself decode
-  only, of the same bucket. The first drafting round after plain ones also catches up on the draft context they
-  deferred (a cost of switching, not of G); the plain rounds of a stream that drafts are each request's last, which
+  only, of the same bucket (`realised_gain` reads a drafted round after either kind). The first drafting round after
+  plain ones also catches up on the draft context they deferred (a cost of switching, not of G); the plain rounds of a stream that drafts are each request's last, which
   no draft token may enter, and took 41-67 ms on the Xeon VM of stop 63 where the drafted rounds beside them took
   38-42 and a plain stream's ~38: as the reference (stop 61-62) they made every drafted round look 20-30% cheaper.
   (`SETTLED_ONLY` False restores stop 62's rules, for gate_exp.py's A/B.)
@@ -25,11 +25,11 @@ served:
   as much, so its noise set the early stop's marginal prices. Corrections are clipped to [`MIN_CORRECTION`,
   `MAX_CORRECTION`] and kept in steps of `STEP`, so that a new sample rarely changes a price (the controller's
   memoised estimates are dropped when one does: `version`).
-- Without samples (a stream that never drafts twice in a row, or never runs plain: prose keeps drafting, where the
-  table's verdict is not marginal) the table alone prices.
+- Without samples (a stream that never drafts twice in a row, or never runs plain twice in a row: chat and prose
+  keep drafting, where the table's verdict is not marginal) the table alone prices.
 - **Realised gain** (`realised_gain`, the gate's third opinion, verify_controller.predicts_gain): whether the newest
-  pure drafted rounds holding `REALISED_REQUESTS` request-rounds committed more tokens per ms, as served, than plain
-  rounds (B tokens over the median of the newest plain rounds) by `REALISED_MARGIN`. Measured acceptance at measured
+  pure drafted rounds holding `REALISED_REQUESTS` request-rounds committed more tokens per ms, as served, than steady
+  plain rounds (B tokens over the median of the newest) by `REALISED_MARGIN`. Measured acceptance at measured
   cost, no table and no confidence model: where both of those sit on the margin the stream can flip plain for
   hundreds of rounds (on the Xeon VM of stop 61, one start-up kept 43-56% of DSpark's code rounds plain at 0.89x
   fixed L2). It only adds drafting rounds, and not in a closed batch (token_value < 1: no request waits for a slot),
@@ -62,7 +62,7 @@ from typing import Callable
 PLAIN_SAMPLES = 9  # plain rounds whose median is the reference
 MIN_PLAIN = 3  # ... once there are this many
 PLAIN_AGE = 64  # rounds after which the newest plain round no longer references a sample
-SAMPLES = 9  # a G's price is the median of this many newest samples
+SAMPLES = 9  # each G keeps this many newest samples
 MIN_SAMPLES = 5
 MAX_AGE = 4096  # rounds after which a sample no longer prices
 MIN_CORRECTION, MAX_CORRECTION = 0.7, 1.4
@@ -156,7 +156,7 @@ class ServedRows:
     def realised_gain(self, bcap: int, B: int) -> bool:
         """Whether the newest pure drafted rounds of `bcap` (holding REALISED_REQUESTS request-rounds; from
         REALISED_MIN_REQUESTS on, what there is) committed more tokens per ms, as served, than B tokens per plain round
-        (the median of the newest plain rounds, whatever their age) by REALISED_MARGIN: measured acceptance at
+        (the median of the newest steady plain rounds, whatever their age) by REALISED_MARGIN: measured acceptance at
         measured cost, no table and no confidence model."""
         drafted, plain = self._drafted.get(bcap), self._plain.get(bcap)
         held = sum(r for r, _, _ in drafted) if drafted else 0
@@ -209,12 +209,13 @@ class ServedRows:
 
     @staticmethod
     def describe() -> str:
-        return (f"[adaspec] served pricing (sync verify): a drafted round of G rows is priced at the median of its "
-                f"newest {SAMPLES} served times over the median of the newest {PLAIN_SAMPLES} plain rounds, times the "
-                f"table's plain round, once {MIN_SAMPLES} steady rounds of that G were timed (a G not yet timed takes "
-                f"the nearest timed G's correction, within [{MIN_CORRECTION}, {MAX_CORRECTION}]); until then the "
+        level = ("one level per request bucket, over every G's samples" if POOLED else
+                 "a level per G (a G not yet timed takes the nearest timed G's)")
+        return (f"[adaspec] served pricing (sync verify): a drafted round of G rows is priced at the table's price "
+                f"times {level}: the median of served times over the median of the newest {PLAIN_SAMPLES} steady "
+                f"plain rounds, relative to the table's plain round (each G's newest {SAMPLES}, once {MIN_SAMPLES} "
+                f"steady drafted rounds were timed; within [{MIN_CORRECTION}, {MAX_CORRECTION}]); until then the "
                 f"table prices; and a round drafts while the newest drafted rounds ({REALISED_REQUESTS} "
                 f"request-rounds, judged from {REALISED_MIN_REQUESTS} on) committed {100 * REALISED_MARGIN:.0f}% more "
-                f"tokens per ms than plain rounds, outside closed batches, and until it can judge (at most "
-                f"{COLD_REQUESTS} request-rounds a bucket); rounds right after a prefill time nothing "
-                "(adaptive/verify_served.py)")
+                f"tokens per ms than steady plain rounds, outside closed batches, and until it can judge (at most "
+                f"{COLD_REQUESTS} request-rounds a bucket) (adaptive/verify_served.py)")
