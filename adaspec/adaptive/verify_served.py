@@ -25,13 +25,6 @@ served:
   as much, so its noise set the early stop's marginal prices. Corrections are clipped to [`MIN_CORRECTION`,
   `MAX_CORRECTION`] and kept in steps of `STEP`, so that a new sample rarely changes a price (the controller's
   memoised estimates are dropped when one does: `version`).
-- **Slope** (`SLOPE`, stop 63): the table's own step from G to G + 1 carries its points' noise (+-2-7% a point at one
-  request on the Xeon VM, where one more row costs ~2%: one start-up priced G 3 7% above G 2, and chat admitted one
-  draft where two paid). Once two G (of 2 rows or more) have `MIN_SAMPLES` steady drafted rounds each, no plain
-  reference needed, the price per row is the least-squares slope of their served ms over G, as a fraction of the
-  most served G's (the anchor) in steps of `SLOPE_STEP`; every G then costs the anchor's price (the table's, times
-  the anchor's own correction where it has `MIN_SAMPLES` referenced samples, else the bucket's) plus that slope,
-  and a round that admitted nothing (G 1) the table's price at the same level.
 - Without samples (a stream that never drafts twice in a row, or never runs plain twice in a row: chat and prose
   keep drafting, where the table's verdict is not marginal) the table alone prices.
 - **Realised gain** (`realised_gain`, the gate's third opinion, verify_controller.predicts_gain): whether the newest
@@ -79,8 +72,6 @@ REALISED_MIN_REQUESTS = 16  # ... of which it needs at least this many to judge 
 REALISED_MARGIN = 0.01  # ... and how much faster than plain rounds they must have been
 COLD_REQUESTS = 2 * REALISED_MIN_REQUESTS  # request-rounds a bucket may draft unasked before its first judgement
 POOLED = True  # one served correction per bucket from every G's samples (False: one per G, stop 61's rule)
-SLOPE = True  # the price's slope over G from served drafted rounds, once two G have MIN_SAMPLES (docstring)
-SLOPE_STEP = 0.005  # ... kept in steps of this fraction of a round per row
 SETTLED_ONLY = True  # rounds after impure ones or another bucket's, and plain after drafted, time nothing (docstring)
 EXPIRE_EVERY = 256  # rounds between checks for prices whose samples all aged out
 
@@ -101,8 +92,6 @@ class ServedRows:
         self._costs_version = 0
         self.last_round: int | None = None
         self._cold: dict[int, int] = {}  # per bucket: request-rounds drafted by `cold_draft`
-        self._raw: dict[tuple[int, int], deque[tuple[int, float]]] = {}  # (bucket, G): steady drafted rounds' ms
-        self._slopes: dict[int, tuple] = {}  # per bucket: (anchor G, price per row over the anchor's, its level)
 
     def record(self, round_id: int, bcap: int, G: int | None, ms: float, pure: bool,
                tokens: int | None = None, requests: int = 1) -> None:
@@ -130,12 +119,11 @@ class ServedRows:
             if not (SETTLED_ONLY and previous[3]):
                 self._plain.setdefault(bcap, deque(maxlen=PLAIN_SAMPLES)).append((round_id, float(ms)))
             return
-        if not steady:
-            return
-        self._raw.setdefault((bcap, G), deque(maxlen=SAMPLES)).append((round_id, float(ms)))
         ref = self._reference(bcap, round_id)
-        if ref is not None:
-            self._samples.setdefault((bcap, G), deque(maxlen=SAMPLES)).append((round_id, ms / ref))
+        if not steady or ref is None:
+            return
+        samples = self._samples.setdefault((bcap, G), deque(maxlen=SAMPLES))
+        samples.append((round_id, ms / ref))
         self._update(bcap, round_id)
 
     def _reference(self, bcap: int, now: int) -> float | None:
@@ -161,37 +149,9 @@ class ServedRows:
             if len(cs) >= MIN_SAMPLES:
                 c = statistics.median(cs)
                 new[G] = round(round(min(MAX_CORRECTION, max(MIN_CORRECTION, c)) / STEP) * STEP, 6)
-        slope = self._slope(bcap, now) if SLOPE else None
-        if new != self._corrections.get(bcap, {}) or slope != self._slopes.get(bcap):
+        if new != self._corrections.get(bcap, {}):
             self._corrections[bcap] = new
-            if slope is None:
-                self._slopes.pop(bcap, None)
-            else:
-                self._slopes[bcap] = slope
             self.version += 1
-
-    def _slope(self, bcap: int, now: int) -> tuple[int, float, float | None] | None:
-        """(anchor G, served ms per row over the anchor's served ms in SLOPE_STEP steps, the anchor's own correction
-        where it has MIN_SAMPLES referenced samples, else None: the bucket's): least squares of the
-        bucket's steady drafted rounds' ms over G (G >= 2: a round that admitted nothing is no row count), once two
-        G have MIN_SAMPLES no older than MAX_AGE; the anchor is the G with the most. None until then."""
-        kept = {G: [ms for r, ms in d if now - r <= MAX_AGE] for (b, G), d in self._raw.items() if b == bcap and G >= 2}
-        kept = {G: v for G, v in kept.items() if len(v) >= MIN_SAMPLES}
-        if len(kept) < 2:
-            return None
-        xs = [G for G, v in kept.items() for _ in v]
-        ys = [ms for v in kept.values() for ms in v]
-        mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-        b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
-        anchor = max(kept, key=lambda G: (len(kept[G]), -G))
-        per_row = round(round(max(0.0, b) / statistics.median(kept[anchor]) / SLOPE_STEP) * SLOPE_STEP, 6)
-        plain, table = self.plain_ms(bcap), self.table_ms(bcap, anchor)
-        own = [x for r, x in self._samples.get((bcap, anchor), ()) if now - r <= MAX_AGE]
-        level = None  # the anchor's own served correction where it has MIN_SAMPLES referenced samples
-        if len(own) >= MIN_SAMPLES and plain and table:
-            c = statistics.median(own) * plain / table
-            level = round(round(min(MAX_CORRECTION, max(MIN_CORRECTION, c)) / STEP) * STEP, 6)
-        return anchor, per_row, level
 
     def realised_gain(self, bcap: int, B: int) -> bool:
         """Whether the newest pure drafted rounds of `bcap` (holding REALISED_REQUESTS request-rounds; from
@@ -235,30 +195,17 @@ class ServedRows:
         key = (bcap, G)
         if key not in self._costs:
             c = self.table_ms(bcap, G)
-            slope = self._slopes.get(bcap)
-            if c is not None and slope is not None:  # the anchor's price, the served rounds' slope (G 1: the table's)
-                anchor, per_row, level = slope
-                base = self.table_ms(bcap, anchor)
-                level = self.correction(bcap, anchor) if level is None else level
-                c = None if base is None else level * (c if G < 2 else base * (1.0 + per_row * (G - anchor)))
-            else:
-                c = None if c is None else c * self.correction(bcap, G)
-            self._costs[key] = c
+            self._costs[key] = None if c is None else c * self.correction(bcap, G)
         return self._costs[key]
 
     def expire(self, now: int) -> None:
         """Drop the prices whose samples aged out (called once in a while: a sample only ages)."""
-        for bcap in set(self._corrections) | set(self._slopes):
+        for bcap in list(self._corrections):
             self._update(bcap, now)
 
     def priced(self) -> dict[int, dict[int, float]]:
         """{bucket: {G: correction}} for the G priced by their own samples (the summary)."""
         return {b: dict(sorted(c.items())) for b, c in sorted(self._corrections.items()) if c}
-
-    def slopes(self) -> dict[int, tuple]:
-        """{bucket: (anchor G, price per row as a fraction of the anchor's, the anchor's own correction or None)}
-        where served rounds set the slope."""
-        return dict(sorted(self._slopes.items()))
 
     @staticmethod
     def describe() -> str:

@@ -272,5 +272,4 @@ class AdaptiveControl(StepRounds):
         return {"chosen_G": dict(sorted(self.verify.g_histogram.items())),
                 **(self.floor.summary() if self.floor is not None else {}),
                 **({"confidence_ratio": round(self.verify.confidence_ratio(), 4)} if self.verify.mode == "sync" else {}),
-                **({"served_corrections": self.verify.served.priced(), "served_slopes": self.verify.served.slopes()}
-                   if self.verify.served is not None else {})}
+                **({"served_corrections": self.verify.served.priced()} if self.verify.served is not None else {})}

@@ -238,23 +238,3 @@ def test_one_served_level_per_bucket_keeps_the_tables_shape_over_G(monkeypatch):
     m = _serve(t, 1, [(None, 10.0, True)] * 4)
     _serve(t, m, [(2, 13.5 * 0.9, True)] * 6 + [(4, 17.0 * 0.94, True)] * 6)
     assert t.correction(1, 2) == pytest.approx(0.9) and t.correction(1, 4) == pytest.approx(0.94)
-
-
-def test_served_drafted_rounds_set_the_prices_slope_over_G():
-    """Stop 63: the start-up table's step from G to G + 1 carries its points' noise (+-2-7% a point at one request,
-    where one more row costs ~2%); once two G have MIN_SAMPLES steady drafted rounds, the price per row is their
-    least-squares slope, anchored at the most served G's price (its own level with a plain reference, else the
-    table's). A round that admitted nothing (G 1) keeps the table's price at that level."""
-    s = _rows()  # no plain reference: drafted rounds only (a stream that always drafts)
-    n = _serve(s, 1, [(3, 20.0, True)] * 8 + [(2, 19.0, True)] * 6)  # 1 ms a row, 5% of the anchor G 3's 20 ms
-    assert s.slopes() == {1: (3, 0.05, None)} and s.priced() == {}
-    assert s.cost_ms(1, 3) == pytest.approx(TABLE[3])
-    assert s.cost_ms(1, 5) - s.cost_ms(1, 4) == pytest.approx(0.05 * TABLE[3])  # table: 0.2, served: 0.075
-    assert s.cost_ms(1, 1) == TABLE[1] and s.cost_ms(1, 7) is None  # outside the table: uncovered, as before
-    t = _rows()
-    m = _serve(t, 1, [(None, 10.0, True)] * 4)
-    _serve(t, m, [(3, 12.0, True)] * 8 + [(2, 12.0, True)] * 6)  # flat; G 3 served at 1.2 plain rounds
-    anchor, per_row, level = t.slopes()[1]
-    assert (anchor, per_row, level) == (3, 0.0, pytest.approx(round(1.2 / TABLE[3] / vs.STEP) * vs.STEP))
-    assert t.cost_ms(1, 2) == t.cost_ms(1, 6) == pytest.approx(TABLE[3] * level)
-    assert t.cost_ms(1, 1) == pytest.approx(TABLE[1] * level)

@@ -50,7 +50,6 @@ def run(v, src):
         ctl.verify.cost_ms = ctl.verify.served.cost_ms if ctl.verify.served is not None else ctl.verify.table_ms
     if v == "norealised" or v.startswith("pricedup"):  # stop 61: served prices without the realised-gain check
         ctl.verify.served.realised_gain = lambda bcap, B: False
-    vs.SLOPE = v != "noslope"  # stop 63: noslope = the table's shape over G (the served level only)
     vs.POOLED = v != "perG"  # stop 63: perG = a served correction per G (stop 61's rule)
     vs.SETTLED_ONLY = v != "unsettled"  # stop 63: unsettled = plain references from every pure round (stop 62)
     if v == "nocold":  # stop 63: no cold-start drafting before the realised check's first judgement
