@@ -13,9 +13,10 @@ served:
   a steady drafted round gives a sample: its ms over that reference. Steady: decode only, not a probe or a probe
   subset, and following a round of the same kind (plain after plain, drafted after drafted) that was itself decode
   only, of the same bucket (`realised_gain` reads a drafted round after either kind). The first drafting round after
-  plain ones also catches up on the draft context they deferred (a cost of switching, not of G); the plain rounds of a stream that drafts are each request's last, which
-  no draft token may enter, and took 41-67 ms on the Xeon VM of stop 63 where the drafted rounds beside them took
-  38-42 and a plain stream's ~38: as the reference (stop 61-62) they made every drafted round look 20-30% cheaper.
+  plain ones also catches up on the draft context they deferred (a cost of switching, not of G); the plain rounds of
+  a stream that drafts are each request's last, which no draft token may enter, and took 41-67 ms on the Xeon VM of
+  stop 63 where the drafted rounds beside them took 38-42 and a plain stream's ~38: as the reference (stops 61-62)
+  they made every drafted round look 20-30% cheaper.
   (`SETTLED_ONLY` False restores stop 62's rules, for gate_exp.py's A/B.)
 - **Pricing** (`cost_ms`): once a bucket has `MIN_SAMPLES` samples no older than `MAX_AGE` rounds (each G keeps its
   newest `SAMPLES`), every G of it costs the table's price times one correction: the median over those samples of
@@ -99,8 +100,8 @@ class ServedRows:
         a drafted round's `tokens` (committed: its requests plus their accepted drafts) feed `realised_gain`."""
         pure = bool(pure) and ms > 0
         previous, self._previous = self._previous, (round_id, bcap, pure, G is not None)
-        # the round after one that also prefilled (or of another bucket: a request joined or left) is slow for
-        # either kind (stop 63: 60-67 ms plain rounds where steady ones took ~38), so it times nothing
+        # a round times nothing unless a pure round of its bucket came just before it (no prefill, probe, or request
+        # joining or leaving in between; module docstring, "steady")
         follows = previous is not None and previous[:3] == (round_id - 1, bcap, True)  # a pure round of bcap
         settled = pure and (follows or not SETTLED_ONLY)
         if settled and G is not None and tokens is not None:
