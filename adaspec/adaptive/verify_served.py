@@ -136,20 +136,20 @@ class ServedRows:
     def _update(self, bcap: int, now: int) -> None:
         """Recompute the bucket's corrections from its samples no older than MAX_AGE; bump `version` on a change."""
         plain = self.plain_ms(bcap)
-        new: dict[int, float] = {}
         ratios: dict[int, list[float]] = {}  # per G: its kept samples over the table's relative price
         for (b, G), samples in self._samples.items():
             kept = [x for r, x in samples if b == bcap and now - r <= MAX_AGE]
             table = self.table_ms(bcap, G) if kept and plain else None
             if table:
                 ratios[G] = [x * plain / table for x in kept]
+
+        def level(cs: list[float]) -> float:  # clipped and kept in steps of STEP
+            return round(round(min(MAX_CORRECTION, max(MIN_CORRECTION, statistics.median(cs))) / STEP) * STEP, 6)
         if POOLED:  # one level for the bucket, the table's shape over G (module docstring)
             pooled = [c for cs in ratios.values() for c in cs]
-            ratios = {G: pooled for G in ratios} if len(pooled) >= MIN_SAMPLES else {}
-        for G, cs in ratios.items():
-            if len(cs) >= MIN_SAMPLES:
-                c = statistics.median(cs)
-                new[G] = round(round(min(MAX_CORRECTION, max(MIN_CORRECTION, c)) / STEP) * STEP, 6)
+            new = dict.fromkeys(ratios, level(pooled)) if len(pooled) >= MIN_SAMPLES else {}
+        else:
+            new = {G: level(cs) for G, cs in ratios.items() if len(cs) >= MIN_SAMPLES}
         if new != self._corrections.get(bcap, {}):
             self._corrections[bcap] = new
             self.version += 1
@@ -160,20 +160,22 @@ class ServedRows:
         (the median of the newest steady plain rounds, whatever their age) by REALISED_MARGIN: measured acceptance at
         measured cost, no table and no confidence model."""
         drafted, plain = self._drafted.get(bcap), self._plain.get(bcap)
-        held = sum(r for r, _, _ in drafted) if drafted else 0
-        if not plain or len(plain) < MIN_PLAIN or held < REALISED_MIN_REQUESTS:
+        if not plain or len(plain) < MIN_PLAIN or self._held(bcap) < REALISED_MIN_REQUESTS:
             return False
         rate = sum(t for _, t, _ in drafted) / sum(ms for _, _, ms in drafted)
         return rate > (1.0 + REALISED_MARGIN) * B / statistics.median(ms for _, ms in plain)
+
+    def _held(self, bcap: int) -> int:
+        """Request-rounds in the bucket's realised-gain window."""
+        return sum(r for r, _, _ in self._drafted.get(bcap, ()))
 
     def cold_draft(self, bcap: int, B: int) -> bool:
         """Whether a round of B requests in `bcap` drafts although no opinion says it pays, because realised_gain
         has not yet held REALISED_MIN_REQUESTS drafted request-rounds of the bucket to judge from: a plain verdict then
         would hold until the floor's first probe (which does not feed the check). Counted: each bucket drafts at most
         COLD_REQUESTS request-rounds so (twice what a judgement needs: rounds that also prefill time nothing)."""
-        drafted = self._drafted.get(bcap)
         spent = self._cold.get(bcap, 0)
-        if spent >= COLD_REQUESTS or (drafted and sum(r for r, _, _ in drafted) >= REALISED_MIN_REQUESTS):
+        if spent >= COLD_REQUESTS or self._held(bcap) >= REALISED_MIN_REQUESTS:
             return False
         self._cold[bcap] = spent + B
         return True
