@@ -26,8 +26,9 @@ class RoundPlan:
     # counted exploration; metrics `<ns>:adaptive_probe_rounds_total`)
     probe: bool = False
     exact: bool = False  # "fixed" verifies exactly verify_lens, proposals or not (calibration measures shapes)
-    # "sync": the weight of extra tokens in the admission's throughput (adaptive/closed_batch.py; 1 = all count)
-    token_value: float = 1.0
+    # the weight of extra tokens in the admission (adaptive/closed_batch.py; 1 = all count): one for the batch, or in a
+    # closed batch one per decoding request (batch order), by which "sync" weighs and "budget" ranks the candidates
+    token_value: float | tuple[float, ...] = 1.0
     # indices (batch order) of the decoding requests that draft this round; None = all. The others
     # verify nothing (their verify_lens are 0) and keep their refresh entries pending: a probe of the
     # plain floor drafts for a few requests only (adaptive/floor.py, probe_requests)

@@ -96,9 +96,14 @@ def cap_list(max_lens, B: int, w: int) -> list[int]:
     return verify_caps(max_lens, B, w).tolist()
 
 
-def _ranked(paths: list[list[float]], caps: list[int]) -> list[tuple[int, int]]:
+def _ranked(paths: list[list[float]], caps: list[int], values: list[float] | None = None) -> list[tuple[int, int]]:
     """rank_order on clean path probabilities and caps, as Python lists (a sort of tuples: at the few dozen
-    candidates of a round, numpy's meshgrid and lexsort were most of the admission's time; the order is the same)."""
+    candidates of a round, numpy's meshgrid and lexsort were most of the admission's time; the order is the same);
+    with per-request `values`, by value times probability (a prefix of each row still ranks before its rest)."""
+    if values is not None and any(v != 1.0 for v in values):
+        ranked = sorted((-values[b] * p, j, b) for b, row in enumerate(paths) for j, p in enumerate(row[:caps[b]])
+                        if p > 0)
+        return [(b, j) for _, j, b in ranked]
     ranked = sorted((-p, j, b) for b, row in enumerate(paths) for j, p in enumerate(row[:caps[b]]) if p > 0)
     return [(b, j) for _, j, b in ranked]
 
@@ -131,11 +136,16 @@ def _padded_cost(bcap: int, cost_ms: CostFn, pad_rows: PadRowsFn) -> Callable[[i
 
 
 def sync_admission(P, bcap: int, cost_ms: CostFn, pad_rows: PadRowsFn, max_lens=None,
-                   token_value: float = 1.0) -> AdmissionDecision:
-    """DSpark Algorithm 1 with early stop (R-D3a). Uses the host (P may be a device tensor)."""
+                   token_value: float | Sequence[float] = 1.0) -> AdmissionDecision:
+    """DSpark Algorithm 1 with early stop (R-D3a). Uses the host (P may be a device tensor). `token_value`: the
+    weight of the extra tokens, one for the batch or one per request (adaptive/closed_batch.py); a request's
+    candidates rank by weight times path probability, so a weight changes only which prefixes are admitted."""
     rows_p = clean_rows(P)
     B, w = len(rows_p), len(rows_p[0]) if rows_p else 0
     caps = cap_list(max_lens, B, w)
+    values = [float(token_value)] * B if isinstance(token_value, (int, float)) else [float(v) for v in token_value]
+    if len(values) != B:
+        raise ValueError(f"token_value: {len(values)} weights for {B} requests")
     cost_of = _padded_cost(bcap, cost_ms, pad_rows)
 
     def full_width(why: str) -> AdmissionDecision:
@@ -148,16 +158,17 @@ def sync_admission(P, bcap: int, cost_ms: CostFn, pad_rows: PadRowsFn, max_lens=
     best, tau, rows = B / c, float(B), B
     lens = [0] * B
     reason = "all candidates admitted"
-    for b, j in _ranked(rows_p, caps):
+    for b, j in _ranked(rows_p, caps, values):
         assert lens[b] == j, "rank order must respect prefixes"
         c = cost_of(rows + 1)
         if c is None:
             return full_width(f"cost not covered at bcap={bcap}, rows={rows + 1}")
-        theta = (tau + token_value * rows_p[b][j]) / c
+        gain = values[b] * rows_p[b][j]
+        theta = (tau + gain) / c
         if theta < best:
             reason = "early stop"
             break
-        best, tau, rows = theta, tau + token_value * rows_p[b][j], rows + 1
+        best, tau, rows = theta, tau + gain, rows + 1
         lens[b] = j + 1
     return AdmissionDecision(lens, pad_rows(bcap, rows), best, reason)
 

@@ -23,7 +23,7 @@ import dataclasses
 import sys
 import time
 
-from ..adaptive.closed_batch import closed_batch_value
+from ..adaptive.closed_batch import closed_batch_value, closed_batch_values
 from ..adaptive.floor import PlainFloor, floor_applies, probe_requests
 from ..adaptive.step_controller import DraftStepController, StepPolicy
 from ..adaptive.verify_budget import budget_drafts
@@ -97,7 +97,7 @@ class AdaptiveControl(StepRounds):
         """(Re)build the controllers from the installed table: same table, policy, geometry and lag, no
         feedback. Public so that benchmarks and tests start every run from the same cold state; the
         engine's round runner is pointed at the new verify controller."""
-        self._closed_values: dict[int, float] = {}  # token_value_closed per batch size, for this table
+        self._closed_values: dict[tuple[int, ...], float | tuple[float, ...]] = {}  # request_values, this table
         cfg = self.engine.config
         self.ceiling_batches = 0  # batches run at k_max by policy.greedy_ceiling
         if self.mode == "adaptive_draft_step":
@@ -179,7 +179,8 @@ class AdaptiveControl(StepRounds):
             return plan
         if k > plan.num_steps:  # another shard drafts: so does this one
             if self.verify.mode != "async":
-                return RoundPlan(self.width, caps, "sync", round_id=round_id, token_value=self.token_value(B))
+                return RoundPlan(self.width, caps, "sync", round_id=round_id,
+                                 token_value=self.request_values(decoding))
             plan = RoundPlan(self.width, caps, "budget", B, round_id)
         if plan.admission == "budget":
             own = min(max(G, plan.row_budget), B * (1 + self.width))
@@ -194,10 +195,9 @@ class AdaptiveControl(StepRounds):
         kv_len = max(r.num_computed for r in decoding)
         if self.step is not None:
             return self._plan_step(decoding, caps, round_id, B, kv_len)
-        value = self.token_value(B)
         ids = [r.request_id for r in decoding] if self.floor is not None else None  # the floor's batch turnover
         if self.verify.mode == "async":
-            G = self.verify.plan_budget(B, round_id=round_id, max_lens=list(caps), kv_len=kv_len, token_value=value)
+            G = self.verify.plan_budget(B, round_id=round_id, max_lens=list(caps), kv_len=kv_len)
             gain = budget_drafts(self.verify.decisions[-1].reason, G, B)
             verdict = self.floor.decide(gain, any(caps), ids) if self.floor is not None else "draft"
             if verdict == "skip":  # the lagged budget admits no candidate, or not drafting wins (floor.py)
@@ -206,15 +206,17 @@ class AdaptiveControl(StepRounds):
                 G = self.geometry.pad_rows(self.geometry.pad_requests(B), B)
                 self.verify.g_histogram[G] += 1
             subset, caps = self._probe_subset(decoding, caps) if verdict == "probe" else (None, caps)
-            return RoundPlan(self.width, caps, "budget", G, round_id, probe=verdict == "probe", draft_only=subset)
-        verdict = (self.floor.decide(self.verify.predicts_gain(B, round_id=round_id, max_lens=list(caps), kv_len=kv_len,
-                                                               token_value=value), any(caps), ids)
+            # per request in a closed batch (ranks the candidates); the budget and the gate read their mean, 1
+            return RoundPlan(self.width, caps, "budget", G, round_id, probe=verdict == "probe", draft_only=subset,
+                             token_value=self.request_values(decoding))
+        verdict = (self.floor.decide(self.verify.predicts_gain(B, round_id=round_id, max_lens=list(caps), kv_len=kv_len),
+                                     any(caps), ids)
                    if self.floor is not None else "draft")
         if verdict == "skip":
             return RoundPlan(0, (0,) * B, round_id=round_id)
         subset, caps = self._probe_subset(decoding, caps) if verdict == "probe" else (None, caps)
-        return RoundPlan(self.width, caps, "sync", round_id=round_id, probe=verdict == "probe", token_value=value,
-                         draft_only=subset)
+        return RoundPlan(self.width, caps, "sync", round_id=round_id, probe=verdict == "probe",
+                         token_value=self.request_values(decoding), draft_only=subset)
 
     def _probe_subset(self, decoding, caps: tuple[int, ...]) -> tuple[tuple[int, ...] | None, tuple[int, ...]]:
         """A probe's requests (floor.probe_requests of them: those that may verify a draft token, then (the draft
@@ -232,18 +234,27 @@ class AdaptiveControl(StepRounds):
         subset = tuple(sorted(order[:n]))
         return subset, tuple(c if i in subset else 0 for i, c in enumerate(caps))
 
-    def token_value(self, B: int) -> float:
-        """Adaptive verify's weight of extra tokens for this round (adaptive/closed_batch.py): below 1 only
-        while no request waits for a slot."""
-        return 1.0 if self.engine.scheduler.waiting else self.token_value_closed(B)
+    def request_values(self, decoding) -> float | tuple[float, ...]:
+        """Adaptive verify's weight of each decoding request's extra tokens this round (adaptive/closed_batch.py):
+        1.0 for all while a request waits for a slot (or without plain costs); in a closed batch, per request by what
+        its early exit saves, averaging 1 (memoised per remaining work until reset())."""
+        if self.engine.scheduler.waiting or len(decoding) <= 1 or self.table is None or not self.table.metadata.plain_ms:
+            return 1.0
+        cap = self.engine.max_model_len
+        remaining = tuple(max(0, min(r.params.max_tokens - len(r.output_token_ids), cap - r.num_tokens))
+                          for r in decoding)
+        if remaining not in self._closed_values:
+            if len(self._closed_values) > 1024:
+                self._closed_values.clear()
+            values = closed_batch_values(remaining, 0, self.geometry.request_buckets, self.table.plain_cost_ms)
+            self._closed_values[remaining] = 1.0 if values is None else values
+        return self._closed_values[remaining]
 
     def token_value_closed(self, B: int) -> float:
-        """closed_batch_value for B requests, from the installed table (memoised until reset())."""
+        """closed_batch_value for B requests (a request sure to leave first), from the installed table: the log's."""
         if self.table is None or not self.table.metadata.plain_ms:
             return 1.0
-        if B not in self._closed_values:
-            self._closed_values[B] = closed_batch_value(B, 0, self.geometry.request_buckets, self.table.plain_cost_ms)
-        return self._closed_values[B]
+        return closed_batch_value(B, 0, self.geometry.request_buckets, self.table.plain_cost_ms)
 
     def observe(self, result, round_id: int, plan: RoundPlan | None = None, seconds: float | None = None,
                 decode_only: bool = False) -> None:

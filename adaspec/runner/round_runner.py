@@ -241,6 +241,8 @@ class RoundRunner:
         P = path_probabilities(draft.scores)
         caps_t = torch.tensor(caps, dtype=torch.long, device=self.device)
         if plan.admission == "budget":
+            if not isinstance(plan.token_value, (int, float)):  # a closed batch's per-request weights rank the rows
+                P = P * torch.tensor(plan.token_value, dtype=P.dtype, device=P.device)[:, None]
             return self.verify_controller.allocate(P, plan.row_budget, caps_t).tolist()
         kv_len = max(c.start for c in decoding)
         return list(self.verify_controller.admit(P, round_id=plan.round_id, max_lens=caps, kv_len=kv_len,
