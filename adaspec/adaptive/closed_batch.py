@@ -32,6 +32,20 @@ every request (stop 63's rule, `closed_batch_value`), kept four equal prose requ
 rounds where fixed L3 ran 1.09x plain. The values are worth what the rest of the batch would save running
 plain; a tail that speculates saves less per token, so the likely last request's weight is an upper bound.
 
+That weighs tokens linearly, which is right where the finishing points are uncertain, not at a tie that nothing
+will spread: four requests with equal work to go that decode plain will finish together, and a round that drafts
+gives them uneven gains (one accepts three drafts, another none), worth only what the smallest gain shortens the
+batch by plus each leader's earlier exit. Whether the spread comes depends on the batch's own future: drafting in
+most rounds spreads the gains over many rounds (every token counts), drafting now and then does not. So the draft
+gate (whether this round drafts at all) weighs a closed batch's extra tokens by
+
+    v_gate = f + (1 - f) * v_first,     f = the share of the batch's last GATE_WINDOW rounds that drafted,
+
+with v_first the value of a request sure to leave first (`closed_batch_value`); f starts at 1 (a batch drafts as an
+open stream would until its rounds say otherwise). Measured (bench/results/s64): with the gate at 1 in closed
+batches, four code requests drafted in 12-15% of rounds, each drafted round 1.45x a plain one, and ran 0.965x plain;
+with stop 63's v_first alone, four prose requests stayed plain where fixed L3 ran 1.09x.
+
 c comes from the plain-round costs of the cost table (`plain_ms`, one per prepared request bucket),
 interpolated linearly between buckets, with c(0) = 0. Without plain costs (tables written before issue
 13), every value is 1: today's rule. The adaptive draft step, whose k is the same for every request, has
@@ -74,6 +88,16 @@ def closed_batch_value(B: int, waiting: int, buckets: Sequence[int], plain_ms: P
     if c is None:
         return 1.0
     return min(1.0, max(0.0, (c[B] - c[B - 1]) * B / c[B]))
+
+
+GATE_WINDOW = 16  # rounds over which the gate's drafted share f is counted (module docstring)
+
+
+def gate_value(drafted_share: float, first_value: float) -> float:
+    """v_gate (module docstring): the draft gate's weight of a closed batch's extra tokens, from the share of its
+    recent rounds that drafted and the value of a request sure to leave first."""
+    f = min(1.0, max(0.0, float(drafted_share)))
+    return f + (1.0 - f) * first_value
 
 
 # Gauss-Hermite points and weights (probabilists', normalised) over a request's finishing point: 16 put the rank

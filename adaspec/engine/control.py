@@ -22,8 +22,9 @@ from __future__ import annotations
 import dataclasses
 import sys
 import time
+from collections import deque
 
-from ..adaptive.closed_batch import closed_batch_value, closed_batch_values
+from ..adaptive.closed_batch import GATE_WINDOW, closed_batch_value, closed_batch_values, gate_value
 from ..adaptive.floor import PlainFloor, floor_applies, probe_requests
 from ..adaptive.step_controller import DraftStepController, StepPolicy
 from ..adaptive.verify_budget import budget_drafts
@@ -98,6 +99,8 @@ class AdaptiveControl(StepRounds):
         feedback. Public so that benchmarks and tests start every run from the same cold state; the
         engine's round runner is pointed at the new verify controller."""
         self._closed_values: dict[tuple[int, ...], float | tuple[float, ...]] = {}  # request_values, this table
+        self._drafted: deque[bool] = deque(maxlen=GATE_WINDOW)  # whether each recent round drafted (gate_value)
+        self._first_values: dict[int, float] = {}  # token_value_closed per batch size, for this table
         cfg = self.engine.config
         self.ceiling_batches = 0  # batches run at k_max by policy.greedy_ceiling
         if self.mode == "adaptive_draft_step":
@@ -189,6 +192,12 @@ class AdaptiveControl(StepRounds):
         return plan
 
     def _plan_local(self, decoding, caps: tuple[int, ...], round_id: int) -> RoundPlan:
+        plan = self._plan_verify(decoding, caps, round_id)
+        if decoding and self.step is None:
+            self._drafted.append(plan.num_steps > 0)
+        return plan
+
+    def _plan_verify(self, decoding, caps: tuple[int, ...], round_id: int) -> RoundPlan:
         if not decoding:
             return RoundPlan(0 if self.step else self.width, (), round_id=round_id)
         B = len(decoding)
@@ -197,7 +206,8 @@ class AdaptiveControl(StepRounds):
             return self._plan_step(decoding, caps, round_id, B, kv_len)
         ids = [r.request_id for r in decoding] if self.floor is not None else None  # the floor's batch turnover
         if self.verify.mode == "async":
-            G = self.verify.plan_budget(B, round_id=round_id, max_lens=list(caps), kv_len=kv_len)
+            G = self.verify.plan_budget(B, round_id=round_id, max_lens=list(caps), kv_len=kv_len,
+                                        token_value=self.gate_value(B))
             gain = budget_drafts(self.verify.decisions[-1].reason, G, B)
             verdict = self.floor.decide(gain, any(caps), ids) if self.floor is not None else "draft"
             if verdict == "skip":  # the lagged budget admits no candidate, or not drafting wins (floor.py)
@@ -206,11 +216,11 @@ class AdaptiveControl(StepRounds):
                 G = self.geometry.pad_rows(self.geometry.pad_requests(B), B)
                 self.verify.g_histogram[G] += 1
             subset, caps = self._probe_subset(decoding, caps) if verdict == "probe" else (None, caps)
-            # per request in a closed batch (ranks the candidates); the budget and the gate read their mean, 1
+            # per request in a closed batch (ranks the candidates)
             return RoundPlan(self.width, caps, "budget", G, round_id, probe=verdict == "probe", draft_only=subset,
                              token_value=self.request_values(decoding))
-        verdict = (self.floor.decide(self.verify.predicts_gain(B, round_id=round_id, max_lens=list(caps), kv_len=kv_len),
-                                     any(caps), ids)
+        verdict = (self.floor.decide(self.verify.predicts_gain(B, round_id=round_id, max_lens=list(caps), kv_len=kv_len,
+                                                               token_value=self.gate_value(B)), any(caps), ids)
                    if self.floor is not None else "draft")
         if verdict == "skip":
             return RoundPlan(0, (0,) * B, round_id=round_id)
@@ -250,11 +260,22 @@ class AdaptiveControl(StepRounds):
             self._closed_values[remaining] = 1.0 if values is None else values
         return self._closed_values[remaining]
 
+    def gate_value(self, B: int) -> float:
+        """The draft gate's weight of extra tokens (adaptive/closed_batch.py, gate_value): 1 while a request waits for
+        a slot; in a closed batch, from the share of the recent rounds that drafted (1 before any)."""
+        if self.engine.scheduler.waiting or B <= 1:
+            return 1.0
+        share = sum(self._drafted) / len(self._drafted) if self._drafted else 1.0
+        return gate_value(share, self.token_value_closed(B))
+
     def token_value_closed(self, B: int) -> float:
-        """closed_batch_value for B requests (a request sure to leave first), from the installed table: the log's."""
+        """closed_batch_value for B requests (a request sure to leave first), from the installed table (memoised until
+        reset())."""
         if self.table is None or not self.table.metadata.plain_ms:
             return 1.0
-        return closed_batch_value(B, 0, self.geometry.request_buckets, self.table.plain_cost_ms)
+        if B not in self._first_values:
+            self._first_values[B] = closed_batch_value(B, 0, self.geometry.request_buckets, self.table.plain_cost_ms)
+        return self._first_values[B]
 
     def observe(self, result, round_id: int, plan: RoundPlan | None = None, seconds: float | None = None,
                 decode_only: bool = False) -> None:

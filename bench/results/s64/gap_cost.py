@@ -1,0 +1,58 @@
+"""Stop 64: at B = 4 (a closed batch), DSpark sync verify's round times by how many plain rounds came before a
+drafted round (its draft first refreshes the context those rounds left pending), beside plain rounds.
+
+    OMP_NUM_THREADS=1 taskset -c 0 python bench/results/s64/gap_cost.py code [B] [RUNS]
+"""
+import os
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+from types import SimpleNamespace
+import tempfile
+
+sys.path.insert(0, os.environ.get("CHECKOUT", str(Path(__file__).resolve().parents[3])))
+from bench import common  # noqa: E402
+from bench.adaptive_calibration import calibration_fields, write_calibration_files  # noqa: E402
+
+common.setup_threads(1)
+src = sys.argv[1]
+B = int(sys.argv[2]) if len(sys.argv) > 2 else 4
+runs = int(sys.argv[3]) if len(sys.argv) > 3 else 2
+ns = SimpleNamespace(calibration_json=None, batch_sizes=[B], max_model_len=1024, sources=[src], num_prompts=B,
+                     prompt_tokens=192, alt_step_policy="{}")
+files = write_calibration_files(ns, Path(tempfile.mkdtemp()))
+d = common.build_llm("float32", "DSpark", 7, None, max_seqs=B, max_model_len=1024, enable_adaptive_target_verify=True,
+                     adaptive_target_verify_calibration=str(files["dspark7"]),
+                     graph_decode_batch_sizes=tuple(calibration_fields(ns)["request_buckets"]))
+sets = common.warmed_prompt_sets({"d": d}, ns)
+ctl = d.engine.control
+rows = []
+orig = ctl.observe
+
+
+def observe(result, round_id, plan=None, seconds=None, decode_only=False):
+    if plan is not None and seconds is not None and decode_only and len(result.verify_lens) == B:
+        rows.append((plan.num_steps > 0, sum(result.verify_lens), 1000.0 * seconds))
+    return orig(result, round_id, plan=plan, seconds=seconds, decode_only=decode_only)
+
+
+ctl.observe = observe
+for _ in range(runs):
+    ctl.reset()
+    common.serve(d, sets[src][:B], B, 256, ignore_eos=True)
+by = defaultdict(list)
+gap = 0
+for drafted, verified, ms in rows:
+    if drafted:
+        key = "after 1" if gap == 1 else "after 2-4" if gap <= 4 else "after 5-16" if gap <= 16 else \
+            "after >16" if gap > 16 else "after drafted"
+        if gap == 0:
+            key = "after drafted"
+        by[(key, verified)].append(ms)
+        gap = 0
+    else:
+        by[("plain", 0)].append(ms)
+        gap += 1
+for (key, verified), xs in sorted(by.items()):
+    print(f"{key:14s} verified {verified:2d}: n {len(xs):4d} median {statistics.median(xs):6.1f} ms", flush=True)
