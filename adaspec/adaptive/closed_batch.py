@@ -39,12 +39,15 @@ batch by plus each leader's earlier exit. Whether the spread comes depends on th
 most rounds spreads the gains over many rounds (every token counts), drafting now and then does not. So the draft
 gate (whether this round drafts at all) weighs a closed batch's extra tokens by
 
-    v_gate = f + (1 - f) * v_first,     f = the share of the batch's last GATE_WINDOW rounds that drafted,
+    v_gate = f * v_drafts + (1 - f) * v_first,     f = the share of the batch's last GATE_WINDOW rounds that drafted,
 
-with v_first the value of a request sure to leave first (`closed_batch_value`); f starts at 1 (a batch drafts as an
-open stream would until its rounds say otherwise). Measured (bench/results/s64): with the gate at 1 in closed
+with v_first the value of a request sure to leave first (`closed_batch_value`) and v_drafts the requests' weights
+averaged over where the drafts will be accepted: each request's weight times its own accepted drafts per drafted
+round (with one accepted draft in one round as a prior), over the sum of those rates. f starts at 1 (a batch drafts
+as an open stream would until its rounds say otherwise). Measured (bench/results/s64): with the gate at 1 in closed
 batches, four code requests drafted in 12-15% of rounds, each drafted round 1.45x a plain one, and ran 0.965x plain;
-with stop 63's v_first alone, four prose requests stayed plain where fixed L3 ran 1.09x.
+with stop 63's v_first alone, four prose requests stayed plain where fixed L3 ran 1.09x; without v_drafts, a mixed
+batch kept drafting for its one prose request, by then far ahead and worth little, at 0.89x plain.
 
 c comes from the plain-round costs of the cost table (`plain_ms`, one per prepared request bucket),
 interpolated linearly between buckets, with c(0) = 0. Without plain costs (tables written before issue
@@ -93,11 +96,19 @@ def closed_batch_value(B: int, waiting: int, buckets: Sequence[int], plain_ms: P
 GATE_WINDOW = 16  # rounds over which the gate's drafted share f is counted (module docstring)
 
 
-def gate_value(drafted_share: float, first_value: float) -> float:
+def gate_value(drafted_share: float, first_value: float, drafts_value: float = 1.0) -> float:
     """v_gate (module docstring): the draft gate's weight of a closed batch's extra tokens, from the share of its
-    recent rounds that drafted and the value of a request sure to leave first."""
+    recent rounds that drafted, the value of a request sure to leave first and the requests' weights averaged over
+    their acceptance (`drafts_value`)."""
     f = min(1.0, max(0.0, float(drafted_share)))
-    return f + (1.0 - f) * first_value
+    return f * drafts_value + (1.0 - f) * first_value
+
+
+def drafts_value(values: Sequence[float], accepted: Sequence[int], drafted_rounds: Sequence[int]) -> float:
+    """v_drafts (module docstring): per request its weight, accepted draft tokens and rounds that verified a draft."""
+    rates = [(a + 1.0) / (n + 1.0) for a, n in zip(accepted, drafted_rounds)]
+    total = sum(rates)
+    return sum(v * r for v, r in zip(values, rates)) / total if total > 0 else 1.0
 
 
 # Gauss-Hermite points and weights (probabilists', normalised) over a request's finishing point: 16 put the rank

@@ -24,7 +24,7 @@ import sys
 import time
 from collections import deque
 
-from ..adaptive.closed_batch import GATE_WINDOW, closed_batch_value, closed_batch_values, gate_value
+from ..adaptive.closed_batch import GATE_WINDOW, closed_batch_value, closed_batch_values, drafts_value, gate_value
 from ..adaptive.floor import PlainFloor, floor_applies, probe_requests
 from ..adaptive.step_controller import DraftStepController, StepPolicy
 from ..adaptive.verify_budget import budget_drafts
@@ -207,7 +207,7 @@ class AdaptiveControl(StepRounds):
         ids = [r.request_id for r in decoding] if self.floor is not None else None  # the floor's batch turnover
         if self.verify.mode == "async":
             G = self.verify.plan_budget(B, round_id=round_id, max_lens=list(caps), kv_len=kv_len,
-                                        token_value=self.gate_value(B))
+                                        token_value=self.gate_value(decoding))
             gain = budget_drafts(self.verify.decisions[-1].reason, G, B)
             verdict = self.floor.decide(gain, any(caps), ids) if self.floor is not None else "draft"
             if verdict == "skip":  # the lagged budget admits no candidate, or not drafting wins (floor.py)
@@ -220,7 +220,7 @@ class AdaptiveControl(StepRounds):
             return RoundPlan(self.width, caps, "budget", G, round_id, probe=verdict == "probe", draft_only=subset,
                              token_value=self.request_values(decoding))
         verdict = (self.floor.decide(self.verify.predicts_gain(B, round_id=round_id, max_lens=list(caps), kv_len=kv_len,
-                                                               token_value=self.gate_value(B)), any(caps), ids)
+                                                               token_value=self.gate_value(decoding)), any(caps), ids)
                    if self.floor is not None else "draft")
         if verdict == "skip":
             return RoundPlan(0, (0,) * B, round_id=round_id)
@@ -260,13 +260,17 @@ class AdaptiveControl(StepRounds):
             self._closed_values[remaining] = 1.0 if values is None else values
         return self._closed_values[remaining]
 
-    def gate_value(self, B: int) -> float:
+    def gate_value(self, decoding) -> float:
         """The draft gate's weight of extra tokens (adaptive/closed_batch.py, gate_value): 1 while a request waits for
-        a slot; in a closed batch, from the share of the recent rounds that drafted (1 before any)."""
-        if self.engine.scheduler.waiting or B <= 1:
+        a slot; in a closed batch, from the share of the recent rounds that drafted (1 before any), the request weights
+        and each request's accepted drafts."""
+        if self.engine.scheduler.waiting or len(decoding) <= 1:
             return 1.0
         share = sum(self._drafted) / len(self._drafted) if self._drafted else 1.0
-        return gate_value(share, self.token_value_closed(B))
+        values = self.request_values(decoding) if share > 0 else 1.0
+        spread = 1.0 if isinstance(values, float) else drafts_value(
+            values, [r.num_accepted_tokens for r in decoding], [r.num_drafts for r in decoding])
+        return gate_value(share, self.token_value_closed(len(decoding)), spread)
 
     def token_value_closed(self, B: int) -> float:
         """closed_batch_value for B requests (a request sure to leave first), from the installed table (memoised until

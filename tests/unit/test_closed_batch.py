@@ -13,7 +13,8 @@ import math
 import numpy as np
 import pytest
 
-from adaspec.adaptive.closed_batch import closed_batch_value, closed_batch_values, plain_curve, rank_probabilities
+from adaspec.adaptive.closed_batch import (closed_batch_value, closed_batch_values, drafts_value, gate_value,
+                                          plain_curve, rank_probabilities)
 from adaspec.adaptive.verify_budget import budget_from_lagged, sync_admission
 from test_adaptive_engine import PROMPTS, _engine, _mode_flags, cal_files, plain  # noqa: F401 (fixtures)
 
@@ -94,6 +95,25 @@ def test_no_weights_when_a_slot_is_awaited_for_one_request_or_without_plain_cost
     assert closed_batch_values((5, 6), 0, [2], {2: 0.0}.get) is None  # a zero plain cost is no cost
 
 
+def test_the_gate_weighs_a_closed_batch_by_its_drafted_share():
+    v_first = closed_batch_value(4, 0, [1, 4, 8], PLAIN)
+    assert gate_value(1.0, v_first) == 1.0  # drafting in every round spreads the gains: every token counts
+    assert gate_value(0.0, v_first) == pytest.approx(v_first)  # never: a round's gains go to whoever leaves first
+    assert gate_value(0.25, v_first) == pytest.approx(0.25 + 0.75 * v_first)
+    assert gate_value(2.0, v_first) == 1.0 and gate_value(-1.0, v_first) == pytest.approx(v_first)  # clipped
+    # drafting on, but the drafts land where they are worth little: the request far ahead accepts most
+    assert gate_value(1.0, v_first, 0.3) == pytest.approx(0.3)
+    assert gate_value(0.5, v_first, 0.3) == pytest.approx(0.5 * 0.3 + 0.5 * v_first)
+
+
+def test_drafts_value_averages_the_weights_over_each_requests_accepted_drafts():
+    assert drafts_value((1.0, 1.0), (10, 0), (5, 5)) == pytest.approx(1.0)  # equal weights: 1 whatever the rates
+    # request 0 accepts (30 + 1) / (10 + 1) per drafted round, request 1 (1 + 1) / (10 + 1): request 0's weight rules
+    v = drafts_value((0.2, 1.8), (30, 1), (10, 10))
+    assert v == pytest.approx((0.2 * 31 + 1.8 * 2) / 33)
+    assert drafts_value((0.5, 1.5), (0, 0), (0, 0)) == pytest.approx(1.0)  # no drafts yet: the prior, alike
+
+
 def test_per_request_weights_rank_the_candidates_and_weigh_their_gain():
     cost = lambda bcap, rows: 10.0 + 1.0 * rows  # noqa: E731
     pad = lambda bcap, rows: rows  # noqa: E731
@@ -145,12 +165,13 @@ def test_a_closed_batch_stays_exact_and_a_waiting_queue_restores_full_value(tiny
     eng = llm.engine
     ctl = eng.control
     assert ctl.table.metadata.plain_ms  # calibrated with plain rounds: the weight applies
-    seen = []
+    seen, gates = [], []
     original = ctl._plan_local
 
     def spy(decoding, caps, round_id):
         plan = original(decoding, caps, round_id)
         seen.append((len(decoding), len(eng.scheduler.waiting), ctl.request_values(decoding), plan))
+        gates.append((len(decoding), len(eng.scheduler.waiting), ctl.gate_value(decoding)))
         return plan
 
     ctl._plan_local = spy
@@ -168,3 +189,5 @@ def test_a_closed_batch_stays_exact_and_a_waiting_queue_restores_full_value(tiny
         if plan.num_steps and plan.admission in ("sync", "budget"):
             assert plan.token_value == value  # what the runner's admission uses
     assert closed > 0  # the closed rounds were weighed per request
+    for B, waiting, g in gates:  # the gate: 1 with a queue or one request, else between v_first and 1
+        assert g == 1.0 if waiting or B <= 1 else ctl.token_value_closed(B) - 1e-12 <= g <= 1.0
