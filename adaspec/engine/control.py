@@ -270,7 +270,8 @@ class AdaptiveControl(StepRounds):
         values = self.request_values(decoding) if share > 0 else 1.0
         spread = 1.0 if isinstance(values, float) else drafts_value(
             values, [r.num_accepted_tokens for r in decoding], [r.num_drafts for r in decoding])
-        return gate_value(share, self.token_value_closed(len(decoding)), spread)
+        # in steps of 0.01: the gate's opinions are memoised per weight (verify_controller), the weight moves every round
+        return round(gate_value(share, self.token_value_closed(len(decoding)), spread), 2)
 
     def token_value_closed(self, B: int) -> float:
         """closed_batch_value for B requests (a request sure to leave first), from the installed table (memoised until
