@@ -43,8 +43,11 @@ gate (whether this round drafts at all) weighs a closed batch's extra tokens by
 
 with v_first the value of a request sure to leave first (`closed_batch_value`) and v_drafts the requests' weights
 averaged over where the drafts will be accepted: each request's weight times its own accepted drafts per drafted
-round (shrunk towards the batch's by PRIOR_ROUNDS rounds), over the sum of those rates. f starts at 1 (a batch drafts
-as an open stream would until its rounds say otherwise). Measured (bench/results/s64): with the gate at 1 in closed
+round (shrunk towards the batch's by PRIOR_ROUNDS rounds), over the sum of those rates. Rounds before the first
+count as drafted, so a new batch starts at v_drafts (1 with equal work to go) and the gate's cold allowance
+(verify_served.py) drafts its first request-rounds, which its model needs to judge by; a batch whose model then
+says plain loses weight with every plain round, and stays plain; one whose drafts pay keeps drafting. The
+realised-gain opinion, which counts whole tokens per ms, does not apply in a closed batch. Measured (bench/results/s64): with the gate at 1 in closed
 batches, four code requests drafted in 12-15% of rounds, each drafted round 1.45x a plain one, and ran 0.965x plain;
 with stop 63's v_first alone, four prose requests stayed plain where fixed L3 ran 1.09x; without v_drafts, a mixed
 batch kept drafting for its one prose request, by then far ahead and worth little, at 0.89x plain.

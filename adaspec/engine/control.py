@@ -219,8 +219,10 @@ class AdaptiveControl(StepRounds):
             # per request in a closed batch (ranks the candidates)
             return RoundPlan(self.width, caps, "budget", G, round_id, probe=verdict == "probe", draft_only=subset,
                              token_value=self.request_values(decoding))
+        closed = B > 1 and not self.engine.scheduler.waiting
         verdict = (self.floor.decide(self.verify.predicts_gain(B, round_id=round_id, max_lens=list(caps), kv_len=kv_len,
-                                                               token_value=self.gate_value(decoding)), any(caps), ids)
+                                                               token_value=self.gate_value(decoding), closed=closed),
+                                     any(caps), ids)
                    if self.floor is not None else "draft")
         if verdict == "skip":
             return RoundPlan(0, (0,) * B, round_id=round_id)
@@ -266,12 +268,12 @@ class AdaptiveControl(StepRounds):
         and each request's accepted drafts."""
         if self.engine.scheduler.waiting or len(decoding) <= 1:
             return 1.0
-        share = sum(self._drafted) / len(self._drafted) if self._drafted else 1.0
+        share = (sum(self._drafted) + GATE_WINDOW - len(self._drafted)) / GATE_WINDOW  # rounds before any count
         values = self.request_values(decoding) if share > 0 else 1.0
         spread = 1.0 if isinstance(values, float) else drafts_value(
             values, [r.num_accepted_tokens for r in decoding], [r.num_drafts for r in decoding])
-        # in steps of 0.01: the gate's opinions are memoised per weight (verify_controller), the weight moves every round
-        return round(gate_value(share, self.token_value_closed(len(decoding)), spread), 2)
+        # in steps of 0.05: the gate's opinions are memoised per weight (verify_controller), the weight moves every round
+        return round(20.0 * gate_value(share, self.token_value_closed(len(decoding)), spread)) / 20.0
 
     def token_value_closed(self, B: int) -> float:
         """closed_batch_value for B requests (a request sure to leave first), from the installed table (memoised until

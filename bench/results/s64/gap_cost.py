@@ -1,5 +1,6 @@
 """Stop 64: at B = 4 (a closed batch), DSpark sync verify's round times by how many plain rounds came before a
-drafted round (its draft first refreshes the context those rounds left pending), beside plain rounds.
+drafted round (its draft first refreshes the context those rounds left pending), beside plain rounds, and the tokens per ms
+each kind committed.
 
     OMP_NUM_THREADS=1 taskset -c 0 python bench/results/s64/gap_cost.py code [B] [RUNS]
 """
@@ -33,7 +34,7 @@ orig = ctl.observe
 
 def observe(result, round_id, plan=None, seconds=None, decode_only=False):
     if plan is not None and seconds is not None and decode_only and len(result.verify_lens) == B:
-        rows.append((plan.num_steps > 0, sum(result.verify_lens), 1000.0 * seconds))
+        rows.append((plan.num_steps > 0, sum(result.verify_lens), 1000.0 * seconds, B + sum(result.num_accepted)))
     return orig(result, round_id, plan=plan, seconds=seconds, decode_only=decode_only)
 
 
@@ -43,7 +44,10 @@ for _ in range(runs):
     common.serve(d, sets[src][:B], B, 256, ignore_eos=True)
 by = defaultdict(list)
 gap = 0
-for drafted, verified, ms in rows:
+tokens = defaultdict(lambda: [0, 0.0])
+for drafted, verified, ms, got in rows:
+    tokens[drafted][0] += got
+    tokens[drafted][1] += ms
     if drafted:
         key = "after 1" if gap == 1 else "after 2-4" if gap <= 4 else "after 5-16" if gap <= 16 else \
             "after >16" if gap > 16 else "after drafted"
@@ -56,3 +60,5 @@ for drafted, verified, ms in rows:
         gap += 1
 for (key, verified), xs in sorted(by.items()):
     print(f"{key:14s} verified {verified:2d}: n {len(xs):4d} median {statistics.median(xs):6.1f} ms", flush=True)
+for drafted, (got, ms) in sorted(tokens.items()):
+    print(f"{'drafted' if drafted else 'plain'} rounds: {got} tokens in {ms:.0f} ms = {got / ms:.4f} tokens per ms")
