@@ -42,8 +42,10 @@ gate (whether this round drafts at all) weighs a closed batch's extra tokens by
     v_gate = f * v_drafts + (1 - f) * v_first,     f = the share of the batch's last GATE_WINDOW rounds that drafted,
 
 with v_first the value of a request sure to leave first (`closed_batch_value`) and v_drafts the requests' weights
-averaged over where the drafts will be accepted: each request's weight times its own accepted drafts per drafted
-round (shrunk towards the batch's by PRIOR_ROUNDS rounds), over the sum of those rates. Rounds before the first
+averaged over where the drafts will be accepted: each request's weight times its draft's expected accepted tokens
+in its newest drafted round (the sum of its path probabilities; the batch's mean for a request not drafted yet),
+over their sum. (Each request's own accepted drafts per round, the first try, are biased: the draws that put a
+request ahead also raise its rate, and four alike prose requests' value fell to ~0.9 and kept them plain.) Rounds before the first
 count as drafted, so a new batch starts at v_drafts (1 with equal work to go) and the gate's cold allowance
 (verify_served.py) drafts its first request-rounds, which its model needs to judge by; a batch whose model then
 says plain loses weight with every plain round, and stays plain; one whose drafts pay keeps drafting. The
@@ -107,18 +109,22 @@ def gate_value(drafted_share: float, first_value: float, drafts_value: float = 1
     return f * drafts_value + (1.0 - f) * first_value
 
 
-PRIOR_ROUNDS = 8  # drafted rounds of the batch's pooled rate in each request's own (drafts_value)
+def path_sum(scores: Sequence[float]) -> float:
+    """A draft's expected accepted tokens from its per-position scores: the sum of their running products."""
+    p, total = 1.0, 0.0
+    for x in scores:
+        p *= min(1.0, max(0.0, float(x)))
+        total += p
+    return total
 
 
-def drafts_value(values: Sequence[float], accepted: Sequence[int], drafted_rounds: Sequence[int]) -> float:
-    """v_drafts (module docstring): per request its weight, accepted draft tokens and rounds that verified a draft.
-    A request's rate is shrunk towards the batch's pooled one by PRIOR_ROUNDS rounds: the draws that put a request
-    ahead also raise its own rate, and unshrunk that chance correlation alone pulled four alike prose requests' value
-    to ~0.9 after a round or two (their drafts gain ~9%) and kept them plain."""
-    pooled = (sum(accepted) + 1.0) / (sum(drafted_rounds) + 1.0)
-    rates = [(a + PRIOR_ROUNDS * pooled) / (n + PRIOR_ROUNDS) for a, n in zip(accepted, drafted_rounds)]
-    total = sum(rates)
-    return sum(v * r for v, r in zip(values, rates)) / total if total > 0 else 1.0
+def drafts_value(values: Sequence[float], confidences: Sequence[float]) -> float:
+    """v_drafts (module docstring): per request its weight and its draft's expected accepted tokens (the sum of its
+    path probabilities in its newest drafted round)."""
+    total = sum(max(0.0, float(c)) for c in confidences)
+    if total <= 0.0:
+        return 1.0
+    return sum(v * max(0.0, float(c)) for v, c in zip(values, confidences)) / total
 
 
 # Gauss-Hermite points and weights (probabilists', normalised) over a request's finishing point: 16 put the rank

@@ -24,7 +24,8 @@ import sys
 import time
 from collections import deque
 
-from ..adaptive.closed_batch import GATE_WINDOW, closed_batch_value, closed_batch_values, drafts_value, gate_value
+from ..adaptive.closed_batch import (GATE_WINDOW, closed_batch_value, closed_batch_values, drafts_value, gate_value,
+                                     path_sum)
 from ..adaptive.floor import PlainFloor, floor_applies, probe_requests
 from ..adaptive.step_controller import DraftStepController, StepPolicy
 from ..adaptive.verify_budget import budget_drafts
@@ -101,6 +102,8 @@ class AdaptiveControl(StepRounds):
         self._closed_values: dict[tuple[int, ...], float | tuple[float, ...]] = {}  # request_values, this table
         self._drafted: deque[bool] = deque(maxlen=GATE_WINDOW)  # whether each recent round drafted (gate_value)
         self._first_values: dict[int, float] = {}  # token_value_closed per batch size, for this table
+        self._drafting: dict[int, tuple[str, ...]] = {}  # round id -> its decoding requests, for drafting rounds
+        self._confidence: dict[str, float] = {}  # request id -> its draft's expected accepted tokens, newest round
         cfg = self.engine.config
         self.ceiling_batches = 0  # batches run at k_max by policy.greedy_ceiling
         if self.mode == "adaptive_draft_step":
@@ -195,6 +198,10 @@ class AdaptiveControl(StepRounds):
         plan = self._plan_verify(decoding, caps, round_id)
         if decoding and self.step is None:
             self._drafted.append(plan.num_steps > 0)
+            if plan.num_steps > 0:  # whose draft scores the round will return (observe: each request's confidence)
+                self._drafting[round_id] = tuple(r.request_id for r in decoding)
+                while len(self._drafting) > 64:
+                    self._drafting.pop(next(iter(self._drafting)))
         return plan
 
     def _plan_verify(self, decoding, caps: tuple[int, ...], round_id: int) -> RoundPlan:
@@ -270,8 +277,12 @@ class AdaptiveControl(StepRounds):
             return 1.0
         share = (sum(self._drafted) + GATE_WINDOW - len(self._drafted)) / GATE_WINDOW  # rounds before any count
         values = self.request_values(decoding) if share > 0 else 1.0
-        spread = 1.0 if isinstance(values, float) else drafts_value(
-            values, [r.num_accepted_tokens for r in decoding], [r.num_drafts for r in decoding])
+        spread = 1.0
+        if not isinstance(values, float):
+            conf = [self._confidence.get(r.request_id) for r in decoding]
+            known = [c for c in conf if c is not None]
+            fill = sum(known) / len(known) if known else 1.0
+            spread = drafts_value(values, [fill if c is None else c for c in conf])
         # in steps of 0.05: the gate's opinions are memoised per weight (verify_controller), the weight moves every round
         return round(20.0 * gate_value(share, self.token_value_closed(len(decoding)), spread)) / 20.0
 
@@ -300,6 +311,12 @@ class AdaptiveControl(StepRounds):
             # synchronous admission without the floor's gate reads no lagged feedback at all (its heap
             # would only grow)
             drafted = [i for i, s in enumerate(result.draft_scores) if s]
+            ids = self._drafting.pop(round_id, None)
+            if ids is not None and len(ids) == len(result.draft_scores):  # each request's newest confidence
+                for i in drafted:
+                    self._confidence[ids[i]] = path_sum(result.draft_scores[i])
+                while len(self._confidence) > 4096:
+                    self._confidence.pop(next(iter(self._confidence)))
             self.verify.observe([result.draft_scores[i] for i in drafted], round_id=round_id,
                                 verify_lens=[result.verify_lens[i] for i in drafted],
                                 accepted=[result.num_accepted[i] for i in drafted])

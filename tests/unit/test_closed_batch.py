@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from adaspec.adaptive.closed_batch import (closed_batch_value, closed_batch_values, drafts_value, gate_value,
-                                          plain_curve, rank_probabilities)
+                                          path_sum, plain_curve, rank_probabilities)
 from adaspec.adaptive.verify_budget import budget_from_lagged, sync_admission
 from test_adaptive_engine import PROMPTS, _engine, _mode_flags, cal_files, plain  # noqa: F401 (fixtures)
 
@@ -106,16 +106,13 @@ def test_the_gate_weighs_a_closed_batch_by_its_drafted_share():
     assert gate_value(0.5, v_first, 0.3) == pytest.approx(0.5 * 0.3 + 0.5 * v_first)
 
 
-def test_drafts_value_averages_the_weights_over_each_requests_accepted_drafts():
-    assert drafts_value((1.0, 1.0), (10, 0), (5, 5)) == pytest.approx(1.0)  # equal weights: 1 whatever the rates
-    # request 0 accepted 30 drafts in 10 drafted rounds, request 1 one: the pooled rate 32 / 21, 8 rounds of it in each
-    pooled = 32 / 21
-    r0, r1 = (30 + 8 * pooled) / 18, (1 + 8 * pooled) / 18
-    v = drafts_value((0.2, 1.8), (30, 1), (10, 10))
-    assert v == pytest.approx((0.2 * r0 + 1.8 * r1) / (r0 + r1)) and v < 0.9  # request 0's low weight rules
-    assert drafts_value((0.5, 1.5), (0, 0), (0, 0)) == pytest.approx(1.0)  # no drafts yet: the prior, alike
-    # one round each, one accepting 3 and the other none: chance, mostly shrunk away
-    assert drafts_value((0.8, 1.2), (3, 0), (1, 1)) > 0.9
+def test_drafts_value_averages_the_weights_over_each_requests_draft_confidence():
+    assert drafts_value((1.0, 1.0), (3.0, 0.2)) == pytest.approx(1.0)  # equal weights: 1 whatever the confidences
+    # request 0's draft expects 3 accepted tokens, request 1's 0.5: request 0's low weight rules
+    assert drafts_value((0.2, 1.8), (3.0, 0.5)) == pytest.approx((0.2 * 3.0 + 1.8 * 0.5) / 3.5)
+    assert drafts_value((0.5, 1.5), (0.0, 0.0)) == 1.0  # nothing expected anywhere: no basis for a lower value
+    assert path_sum([0.9, 0.5, 0.0, 1.0]) == pytest.approx(0.9 + 0.45)
+    assert path_sum([]) == 0.0
 
 
 def test_per_request_weights_rank_the_candidates_and_weigh_their_gain():
