@@ -46,10 +46,13 @@ averaged over where the drafts will be accepted: each request's weight times its
 in its newest drafted round (the sum of its path probabilities; the batch's mean for a request not drafted yet),
 over their sum. (Each request's own accepted drafts per round, the first try, are biased: the draws that put a
 request ahead also raise its rate, and four alike prose requests' value fell to ~0.9 and kept them plain.) Rounds before the first
-count as drafted, so a new batch starts at v_drafts (1 with equal work to go) and the gate's cold allowance
-(verify_served.py) drafts its first request-rounds, which its model needs to judge by; a batch whose model then
-says plain loses weight with every plain round, and stays plain; one whose drafts pay keeps drafting. The
-realised-gain opinion, which counts whole tokens per ms, does not apply in a closed batch. Measured (bench/results/s64): with the gate at 1 in closed
+count as drafted, so a new batch starts at v_drafts (1 with equal work to go); a batch whose model says plain loses
+weight with every plain round and stays plain. The gate's served opinions (verify_served.py: the cold allowance,
+which gives the model its first rounds to judge by, and the realised gain, drafted rounds' measured tokens per ms
+against plain rounds') apply while v_drafts >= SERVED_MIN_VALUE, whatever f: where the drafts land on requests
+worth nearly a whole token, what the drafted rounds measurably commit is the batch's gain. Measured: the model's
+prediction for four prose requests swung within +-10% of plain round to round (its drafts gain ~8%), and without
+the realised opinion one plain verdict started the spiral (cd60eed, 93580a3: 11-13 drafted rounds, then plain). Measured (bench/results/s64): with the gate at 1 in closed
 batches, four code requests drafted in 12-15% of rounds, each drafted round 1.45x a plain one, and ran 0.965x plain;
 with stop 63's v_first alone, four prose requests stayed plain where fixed L3 ran 1.09x; without v_drafts, a mixed
 batch kept drafting for its one prose request, by then far ahead and worth little, at 0.89x plain.
@@ -99,6 +102,7 @@ def closed_batch_value(B: int, waiting: int, buckets: Sequence[int], plain_ms: P
 
 
 GATE_WINDOW = 16  # rounds over which the gate's drafted share f is counted (module docstring)
+SERVED_MIN_VALUE = 0.9  # v_drafts from which the gate's served opinions apply in a closed batch (module docstring)
 
 
 def gate_value(drafted_share: float, first_value: float, drafts_value: float = 1.0) -> float:

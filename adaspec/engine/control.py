@@ -24,8 +24,8 @@ import sys
 import time
 from collections import deque
 
-from ..adaptive.closed_batch import (GATE_WINDOW, closed_batch_value, closed_batch_values, drafts_value, gate_value,
-                                     path_sum)
+from ..adaptive.closed_batch import (GATE_WINDOW, SERVED_MIN_VALUE, closed_batch_value, closed_batch_values,
+                                     drafts_value, gate_value, path_sum)
 from ..adaptive.floor import PlainFloor, floor_applies, probe_requests
 from ..adaptive.step_controller import DraftStepController, StepPolicy
 from ..adaptive.verify_budget import budget_drafts
@@ -214,7 +214,7 @@ class AdaptiveControl(StepRounds):
         ids = [r.request_id for r in decoding] if self.floor is not None else None  # the floor's batch turnover
         if self.verify.mode == "async":
             G = self.verify.plan_budget(B, round_id=round_id, max_lens=list(caps), kv_len=kv_len,
-                                        token_value=self.gate_value(decoding))
+                                        token_value=self.gate_value(decoding)[0])
             gain = budget_drafts(self.verify.decisions[-1].reason, G, B)
             verdict = self.floor.decide(gain, any(caps), ids) if self.floor is not None else "draft"
             if verdict == "skip":  # the lagged budget admits no candidate, or not drafting wins (floor.py)
@@ -226,10 +226,9 @@ class AdaptiveControl(StepRounds):
             # per request in a closed batch (ranks the candidates)
             return RoundPlan(self.width, caps, "budget", G, round_id, probe=verdict == "probe", draft_only=subset,
                              token_value=self.request_values(decoding))
-        closed = B > 1 and not self.engine.scheduler.waiting
+        value, served = self.gate_value(decoding)
         verdict = (self.floor.decide(self.verify.predicts_gain(B, round_id=round_id, max_lens=list(caps), kv_len=kv_len,
-                                                               token_value=self.gate_value(decoding), closed=closed),
-                                     any(caps), ids)
+                                                               token_value=value, served=served), any(caps), ids)
                    if self.floor is not None else "draft")
         if verdict == "skip":
             return RoundPlan(0, (0,) * B, round_id=round_id)
@@ -269,14 +268,14 @@ class AdaptiveControl(StepRounds):
             self._closed_values[remaining] = 1.0 if values is None else values
         return self._closed_values[remaining]
 
-    def gate_value(self, decoding) -> float:
-        """The draft gate's weight of extra tokens (adaptive/closed_batch.py, gate_value): 1 while a request waits for
-        a slot; in a closed batch, from the share of the recent rounds that drafted (1 before any), the request weights
-        and each request's accepted drafts."""
+    def gate_value(self, decoding) -> tuple[float, bool]:
+        """The draft gate's weight of extra tokens and whether its served opinions apply (adaptive/closed_batch.py,
+        gate_value): (1, True) while a request waits for a slot; in a closed batch, from the share of the recent rounds
+        that drafted (rounds before any count), the request weights and each request's newest draft confidence."""
         if self.engine.scheduler.waiting or len(decoding) <= 1:
-            return 1.0
+            return 1.0, True
         share = (sum(self._drafted) + GATE_WINDOW - len(self._drafted)) / GATE_WINDOW  # rounds before any count
-        values = self.request_values(decoding) if share > 0 else 1.0
+        values = self.request_values(decoding)
         spread = 1.0
         if not isinstance(values, float):
             conf = [self._confidence.get(r.request_id) for r in decoding]
@@ -284,7 +283,8 @@ class AdaptiveControl(StepRounds):
             fill = sum(known) / len(known) if known else 1.0
             spread = drafts_value(values, [fill if c is None else c for c in conf])
         # in steps of 0.05: the gate's opinions are memoised per weight (verify_controller), the weight moves every round
-        return round(20.0 * gate_value(share, self.token_value_closed(len(decoding)), spread)) / 20.0
+        value = round(20.0 * gate_value(share, self.token_value_closed(len(decoding)), spread)) / 20.0
+        return value, spread >= SERVED_MIN_VALUE
 
     def token_value_closed(self, B: int) -> float:
         """closed_batch_value for B requests (a request sure to leave first), from the installed table (memoised until

@@ -191,4 +191,6 @@ def test_a_closed_batch_stays_exact_and_a_waiting_queue_restores_full_value(tiny
             assert plan.token_value == value  # what the runner's admission uses
     assert closed > 0  # the closed rounds were weighed per request
     for B, waiting, g in gates:  # the gate: 1 with a queue or one request, else between v_first and 1
-        assert g == 1.0 if waiting or B <= 1 else ctl.token_value_closed(B) - 0.025 <= g <= 1.0  # steps of 0.05
+        value, served = g
+        assert (value, served) == (1.0, True) if waiting or B <= 1 else \
+            ctl.token_value_closed(B) - 0.025 <= value <= 1.0  # steps of 0.05

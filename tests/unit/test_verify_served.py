@@ -185,7 +185,8 @@ def test_the_gate_drafts_while_its_drafted_rounds_beat_plain_rounds_as_served(no
         ctrl.observe_round(n, [2], True, 13.0, True, accepted=[2])  # 3 tokens in 13 ms
     assert ctrl.predicts_gain(1, round_id=30)
     assert not ctrl.predicts_gain(1, round_id=30, token_value=0.9)
-    assert not ctrl.predicts_gain(1, round_id=30, closed=True)  # whole tokens per ms are not a closed batch's measure
+    assert not ctrl.predicts_gain(1, round_id=30, served=False)  # a closed batch whose drafts land where worth little
+    assert ctrl.predicts_gain(1, round_id=30, token_value=0.5, served=True)  # ... or worth nearly a whole token
 
 
 def test_a_cold_bucket_drafts_until_the_realised_check_can_judge_and_no_longer():
@@ -223,8 +224,9 @@ def test_the_gate_of_a_cold_bucket_drafts_its_allowance_then_follows_the_table()
     assert verdicts == [True] * vs.COLD_REQUESTS + [False] * vs.COLD_REQUESTS
     # a closed batch (no request waits for a slot) values extra tokens below decoded ones: no unasked draft there
     assert not _cold_controller().predicts_gain(1, round_id=1, token_value=0.9)
-    # a closed batch at weight 1 (equal work to go, drafting on) drafts its allowance: its gate has nothing to judge by
-    assert _cold_controller().predicts_gain(1, round_id=1, closed=True)
+    # a closed batch whose drafts land on requests worth nearly a whole token drafts its allowance, one that does not
+    assert _cold_controller().predicts_gain(1, round_id=1, token_value=0.5, served=True)
+    assert not _cold_controller().predicts_gain(1, round_id=1, served=False)
 
 
 def test_one_served_level_per_bucket_keeps_the_tables_shape_over_G(monkeypatch):

@@ -39,9 +39,9 @@ verify_cls_gain = type(ctl.verify).predicts_gain
 tally = collections.Counter()
 
 
-def instrumented(self, B_, round_id=None, max_lens=None, kv_len=None, token_value=1.0, _scalar=None, **closed):
+def instrumented(self, B_, round_id=None, max_lens=None, kv_len=None, token_value=1.0, _scalar=None, **served):
     value = _scalar(B_) if _scalar is not None else token_value
-    out = verify_cls_gain(self, B_, round_id=round_id, max_lens=max_lens, kv_len=kv_len, token_value=value, **closed)
+    out = verify_cls_gain(self, B_, round_id=round_id, max_lens=max_lens, kv_len=kv_len, token_value=value, **served)
     if out:
         bcap = self.pad_requests(B_)
         cap = self._cap_sum(max_lens, B_)
