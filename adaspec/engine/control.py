@@ -24,8 +24,8 @@ import sys
 import time
 from collections import deque
 
-from ..adaptive.closed_batch import (GATE_WINDOW, SERVED_MIN_VALUE, closed_batch_value, closed_batch_values,
-                                     drafts_value, gate_value, path_sum)
+from ..adaptive.closed_batch import (CLOSED_REALISED_MARGIN, GATE_WINDOW, SERVED_MIN_VALUE, closed_batch_value,
+                                     closed_batch_values, drafts_value, gate_value, path_sum)
 from ..adaptive.floor import PlainFloor, floor_applies, probe_requests
 from ..adaptive.step_controller import DraftStepController, StepPolicy
 from ..adaptive.verify_budget import budget_drafts
@@ -227,8 +227,10 @@ class AdaptiveControl(StepRounds):
             return RoundPlan(self.width, caps, "budget", G, round_id, probe=verdict == "probe", draft_only=subset,
                              token_value=self.request_values(decoding))
         value, served = self.gate_value(decoding)
+        margin = CLOSED_REALISED_MARGIN if B > 1 and not self.engine.scheduler.waiting else 0.0
         verdict = (self.floor.decide(self.verify.predicts_gain(B, round_id=round_id, max_lens=list(caps), kv_len=kv_len,
-                                                               token_value=value, served=served), any(caps), ids)
+                                                               token_value=value, served=served, served_margin=margin),
+                                     any(caps), ids)
                    if self.floor is not None else "draft")
         if verdict == "skip":
             return RoundPlan(0, (0,) * B, round_id=round_id)
@@ -283,8 +285,9 @@ class AdaptiveControl(StepRounds):
             fill = sum(known) / len(known) if known else 1.0
             spread = drafts_value(values, [fill if c is None else c for c in conf])
         # in steps of 0.05: the gate's opinions are memoised per weight (verify_controller), the weight moves every round
-        value = round(20.0 * gate_value(share, self.token_value_closed(len(decoding)), spread)) / 20.0
-        return value, spread >= SERVED_MIN_VALUE
+        served = spread >= SERVED_MIN_VALUE  # the drafts land on requests worth nearly a whole token: count them whole
+        value = round(20.0 * gate_value(share, self.token_value_closed(len(decoding)), 1.0 if served else spread)) / 20.0
+        return value, served
 
     def token_value_closed(self, B: int) -> float:
         """closed_batch_value for B requests (a request sure to leave first), from the installed table (memoised until

@@ -41,6 +41,8 @@ tally = collections.Counter()
 
 def instrumented(self, B_, round_id=None, max_lens=None, kv_len=None, token_value=1.0, _scalar=None, **served):
     value = _scalar(B_) if _scalar is not None else token_value
+    if _scalar is not None:  # stop 63's gate: the served opinions at a token value of 1 only
+        served.pop("served", None)
     out = verify_cls_gain(self, B_, round_id=round_id, max_lens=max_lens, kv_len=kv_len, token_value=value, **served)
     if out:
         bcap = self.pad_requests(B_)
@@ -80,7 +82,8 @@ def run(v, src):
     verify.predicts_gain = lambda *a, **k: instrumented(verify, *a, _scalar=scalar, **k)
     tally.clear()
     r = common.serve(d, sets[src][:B], B, 256, ignore_eos=True, temperature=TEMP)
-    return r, f"gate: {dict(tally)} " + str(ctl.summary())[-200:]
+    ratio = verify.served.realised_ratio(B, B) if verify.served is not None else None
+    return r, f"gate: {dict(tally)} realised {ratio} " + str(ctl.summary())[-200:]
 
 
 ref = {}
