@@ -102,8 +102,7 @@ def closed_batch_value(B: int, waiting: int, buckets: Sequence[int], plain_ms: P
 
 
 GATE_WINDOW = 16  # rounds over which the gate's drafted share f is counted (module docstring)
-SERVED_MIN_VALUE = 0.9  # v_drafts from which the gate's served opinions apply in a closed batch (module docstring)
-CLOSED_REALISED_MARGIN = 0.05  # what a closed batch's realised gain must beat plain by beyond its own margin
+SERVED_MIN_VALUE = 0.7  # v_drafts from which a closed batch's drafts count whole (module docstring)
 
 
 def gate_value(drafted_share: float, first_value: float, drafts_value: float = 1.0) -> float:

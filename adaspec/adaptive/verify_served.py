@@ -154,13 +154,13 @@ class ServedRows:
             self._corrections[bcap] = new
             self.version += 1
 
-    def realised_gain(self, bcap: int, B: int, margin: float = 0.0) -> bool:
+    def realised_gain(self, bcap: int, B: int) -> bool:
         """Whether the newest pure drafted rounds of `bcap` (holding REALISED_REQUESTS request-rounds; from
         REALISED_MIN_REQUESTS on, what there is) committed more tokens per ms, as served, than B tokens per plain round
-        (the median of the newest steady plain rounds, whatever their age) by REALISED_MARGIN (plus `margin`): measured
-        acceptance at measured cost, no table and no confidence model."""
+        (the median of the newest steady plain rounds, whatever their age) by REALISED_MARGIN: measured acceptance at
+        measured cost, no table and no confidence model."""
         ratio = self.realised_ratio(bcap, B)
-        return ratio is not None and ratio > 1.0 + REALISED_MARGIN + margin
+        return ratio is not None and ratio > 1.0 + REALISED_MARGIN
 
     def realised_ratio(self, bcap: int, B: int) -> float | None:
         """realised_gain's drafted tokens per ms over B tokens per plain round; None while it cannot judge."""

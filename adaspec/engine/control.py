@@ -24,8 +24,8 @@ import sys
 import time
 from collections import deque
 
-from ..adaptive.closed_batch import (CLOSED_REALISED_MARGIN, GATE_WINDOW, SERVED_MIN_VALUE, closed_batch_value,
-                                     closed_batch_values, drafts_value, gate_value, path_sum)
+from ..adaptive.closed_batch import (GATE_WINDOW, SERVED_MIN_VALUE, closed_batch_value, closed_batch_values,
+                                     drafts_value, gate_value, path_sum)
 from ..adaptive.floor import PlainFloor, floor_applies, probe_requests
 from ..adaptive.step_controller import DraftStepController, StepPolicy
 from ..adaptive.verify_budget import budget_drafts
@@ -227,9 +227,8 @@ class AdaptiveControl(StepRounds):
             return RoundPlan(self.width, caps, "budget", G, round_id, probe=verdict == "probe", draft_only=subset,
                              token_value=self.request_values(decoding))
         value, served = self.gate_value(decoding)
-        margin = CLOSED_REALISED_MARGIN if B > 1 and not self.engine.scheduler.waiting else 0.0
         verdict = (self.floor.decide(self.verify.predicts_gain(B, round_id=round_id, max_lens=list(caps), kv_len=kv_len,
-                                                               token_value=value, served=served, served_margin=margin),
+                                                               token_value=value, served=None if served else False),
                                      any(caps), ids)
                    if self.floor is not None else "draft")
         if verdict == "skip":
