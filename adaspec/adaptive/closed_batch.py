@@ -19,43 +19,28 @@ after it is a Poisson binomial, averaged over i's finishing point (`rank_probabi
     v_i = E[c(b_i) - c(b_i - 1)],  b_i = 1 + #(requests finishing after i),
 
 scaled so that the batch's values average 1 (they do by themselves, up to the quadrature's error: every b
-is some request's). The admission weighs request
-i's candidates by v_i (verify_budget's `token_value`, one per request): four requests with equal work
-to go are all worth 1, as in an open stream (each may end the batch), while a request clearly ahead is
-worth what its early exit saves, c(B) - c(B - 1) against c(B) / B (0.15 at B = 4 on the bundled model),
-and the one likely last is worth more. So speculation goes to the requests that end the batch, which is
-where it shortens it: the admission no longer hands its rows to the requests its draft is surest of
-while the batch waits for the others (BENCHMARKS.md, 12-04: 4 requests with 256 tokens each, asynchronous
-DSpark verify drafted in 61 of 244 rounds, each 1.5x the cost of a plain round, and shortened the batch by
-11 rounds; it ran at 0.91-0.95x plain). A single weight for the batch, the first-to-leave value for
-every request (stop 63's rule, `closed_batch_value`), kept four equal prose requests plain in 99% of
-rounds where fixed L3 ran 1.09x plain. The values are worth what the rest of the batch would save running
-plain; a tail that speculates saves less per token, so the likely last request's weight is an upper bound.
+is some request's). Four requests with equal work to go are all worth 1 (each may end the batch), a request
+clearly ahead is worth what its early exit saves, c(B) - c(B - 1) against c(B) / B, and the one likely last
+more. These are what the rest of the batch would save running plain; a tail that speculates saves less per
+token, so the likely last request's weight is an upper bound.
 
-That weighs tokens linearly, which is right where the finishing points are uncertain, not at a tie that nothing
-will spread: four requests with equal work to go that decode plain will finish together, and a round that drafts
-gives them uneven gains (one accepts three drafts, another none), worth only what the smallest gain shortens the
-batch by plus each leader's earlier exit. Whether the spread comes depends on the batch's own future: drafting in
-most rounds spreads the gains over many rounds (every token counts), drafting now and then does not. So the draft
-gate (whether this round drafts at all) weighs a closed batch's extra tokens by
+How much a closed batch speculates at all is still one value for the batch, v_first = (c(B) - c(B - 1)) /
+(c(B) / B) (`closed_batch_value`, 0.11-0.15 at B = 4 on the bundled model): the value of a request sure to leave
+first, which the draft gate and the asynchronous budget read (verify_budget's `token_value`). The admission
+spreads it over the requests, v_first * v_i (RoundPlan.token_value, one per request), so the rows it does admit go
+to the requests that end the batch rather than to those its draft is surest of, which then leave early and shorten
+nothing (BENCHMARKS.md, 12-04: 4 requests with 256 tokens each, asynchronous DSpark verify drafted in 61 of 244
+rounds, each 1.5x the cost of a plain round, and shortened the batch by 11 rounds; it ran at 0.91-0.95x plain).
+With equal work to go every v_i is 1 and the admission is stop 63's.
 
-    v_gate = f * v_drafts + (1 - f) * v_first,     f = the share of the batch's last GATE_WINDOW rounds that drafted,
-
-with v_first the value of a request sure to leave first (`closed_batch_value`) and v_drafts the requests' weights
-averaged over where the drafts will be accepted: each request's weight times its draft's expected accepted tokens
-in its newest drafted round (the sum of its path probabilities; the batch's mean for a request not drafted yet),
-over their sum. (Each request's own accepted drafts per round, the first try, are biased: the draws that put a
-request ahead also raise its rate, and four alike prose requests' value fell to ~0.9 and kept them plain.) Rounds before the first
-count as drafted, so a new batch starts at v_drafts (1 with equal work to go); a batch whose model says plain loses
-weight with every plain round and stays plain. The gate's served opinions (verify_served.py: the cold allowance,
-which gives the model its first rounds to judge by, and the realised gain, drafted rounds' measured tokens per ms
-against plain rounds') apply while v_drafts >= SERVED_MIN_VALUE, whatever f: where the drafts land on requests
-worth nearly a whole token, what the drafted rounds measurably commit is the batch's gain. Measured: the model's
-prediction for four prose requests swung within +-10% of plain round to round (its drafts gain ~8%), and without
-the realised opinion one plain verdict started the spiral (cd60eed, 93580a3: 11-13 drafted rounds, then plain). Measured (bench/results/s64): with the gate at 1 in closed
-batches, four code requests drafted in 12-15% of rounds, each drafted round 1.45x a plain one, and ran 0.965x plain;
-with stop 63's v_first alone, four prose requests stayed plain where fixed L3 ran 1.09x; without v_drafts, a mixed
-batch kept drafting for its one prose request, by then far ahead and worth little, at 0.89x plain.
+Why the gate keeps v_first, although four prose requests with equal work to go would be worth 1 each and fixed L3
+runs them at 1.09x plain while the gate keeps them plain (BENCHMARKS.md, stop 64): a gate at weight 1 drafted four
+code requests in 12-15% of rounds and ran them at 0.965x plain (mixed 0.956x, four T = 0.8 cells 0.974-0.980x);
+a round's uneven gains on a tie that nothing will spread are worth little, and sporadic drafting does not spread
+them. Weighing the gate by the batch's drafted share, by where its drafts land (the requests' weights over their
+draft confidences) and giving it the served opinions kept code, chat and mixed near plain, but four prose
+requests then kept drafting in some start-up tables' processes and locked plain after 10-13 drafted rounds in
+others: the model's prediction for them swung within +-10% of plain from round to round (bench/results/s64).
 
 c comes from the plain-round costs of the cost table (`plain_ms`, one per prepared request bucket),
 interpolated linearly between buckets, with c(0) = 0. Without plain costs (tables written before issue
@@ -92,43 +77,14 @@ def plain_curve(B: int, buckets: Sequence[int], plain_ms: PlainMs) -> list[float
 def closed_batch_value(B: int, waiting: int, buckets: Sequence[int], plain_ms: PlainMs) -> float:
     """The token value of a request sure to leave first in a round of B decoding requests with `waiting` queued
     for a slot: (c(B) - c(B - 1)) / (c(B) / B), clipped to [0, 1]; 1 with a request waiting, at B = 1, or
-    without plain costs. The start-up log prints it per bucket (the low end of `closed_batch_values`)."""
+    without plain costs: v_first, a closed batch's value for the gate and the budget (module docstring; the start-up
+    log prints it per bucket)."""
     if waiting > 0 or B <= 1:
         return 1.0
     c = plain_curve(B, buckets, plain_ms)
     if c is None:
         return 1.0
     return min(1.0, max(0.0, (c[B] - c[B - 1]) * B / c[B]))
-
-
-GATE_WINDOW = 16  # rounds over which the gate's drafted share f is counted (module docstring)
-SERVED_MIN_VALUE = 0.7  # v_drafts from which a closed batch's drafts count whole (module docstring)
-
-
-def gate_value(drafted_share: float, first_value: float, drafts_value: float = 1.0) -> float:
-    """v_gate (module docstring): the draft gate's weight of a closed batch's extra tokens, from the share of its
-    recent rounds that drafted, the value of a request sure to leave first and the requests' weights averaged over
-    their acceptance (`drafts_value`)."""
-    f = min(1.0, max(0.0, float(drafted_share)))
-    return f * drafts_value + (1.0 - f) * first_value
-
-
-def path_sum(scores: Sequence[float]) -> float:
-    """A draft's expected accepted tokens from its per-position scores: the sum of their running products."""
-    p, total = 1.0, 0.0
-    for x in scores:
-        p *= min(1.0, max(0.0, float(x)))
-        total += p
-    return total
-
-
-def drafts_value(values: Sequence[float], confidences: Sequence[float]) -> float:
-    """v_drafts (module docstring): per request its weight and its draft's expected accepted tokens (the sum of its
-    path probabilities in its newest drafted round)."""
-    total = sum(max(0.0, float(c)) for c in confidences)
-    if total <= 0.0:
-        return 1.0
-    return sum(v * max(0.0, float(c)) for v, c in zip(values, confidences)) / total
 
 
 # Gauss-Hermite points and weights (probabilists', normalised) over a request's finishing point: 16 put the rank

@@ -167,15 +167,12 @@ class VerifyController:
         return d.G
 
     def predicts_gain(self, B: int, round_id: int | None = None, max_lens=None, kv_len: int | None = None,
-                      token_value: float = 1.0, served: bool | None = None) -> bool:
+                      token_value: float = 1.0) -> bool:
         """Synchronous mode's draft gate (adaptive/floor.py): False when the lagged rounds (before any
         are visible: the prior) predict that the early-stopping admission will add no row that pays
         (sync_gain_from_lagged; in async mode: that no budget above B rows pays), so the round should
         skip the draft; True otherwise (no request bucket, outside the calibrated coverage, no feedback
-        with prior_rate None: draft and admit as R-D3a says). The served opinions (realised gain, the cold allowance)
-        count whole tokens per ms: they apply where `served` says (a closed batch's caller: where its drafts land on
-        requests whose tokens are worth nearly a whole one, adaptive/closed_batch.py), by default at a `token_value`
-        of 1 only."""
+        with prior_rate None: draft and admit as R-D3a says)."""
         self._take_feedback(round_id)
         self._reprice()
         bcap = self.pad_requests(B)
@@ -186,8 +183,7 @@ class VerifyController:
         if self.mode == "sync":  # predict what the early stop will admit, not the best budget (sync_gain_from_lagged)
             reason = self._budget(B, bcap, cap, kv_len, token_value, early_stop=True).reason
             return (reason.startswith(("early stop", "fallback")) or self._window_gains(B, bcap, cap, kv_len, token_value)
-                    or ((token_value >= 1.0 if served is None else served) and cap != 0  # cap 0: nothing to verify
-                        and self.served is not None
+                    or (token_value >= 1.0 and cap != 0 and self.served is not None  # cap 0: nothing to verify
                         and (self.served.realised_gain(bcap, B) or self.served.cold_draft(bcap, B))))
         d = self._budget(B, bcap, cap, kv_len, token_value)
         return budget_drafts(d.reason, d.G, B)

@@ -159,16 +159,20 @@ class ServedRows:
         REALISED_MIN_REQUESTS on, what there is) committed more tokens per ms, as served, than B tokens per plain round
         (the median of the newest steady plain rounds, whatever their age) by REALISED_MARGIN: measured acceptance at
         measured cost, no table and no confidence model."""
-        ratio = self.realised_ratio(bcap, B)
-        return ratio is not None and ratio > 1.0 + REALISED_MARGIN
+        drafted, plain = self._drafted.get(bcap), self._plain.get(bcap)
+        if not plain or len(plain) < MIN_PLAIN or self._held(bcap) < REALISED_MIN_REQUESTS:
+            return False
+        rate = sum(t for _, t, _ in drafted) / sum(ms for _, _, ms in drafted)
+        return rate > (1.0 + REALISED_MARGIN) * B / statistics.median(ms for _, ms in plain)
 
     def realised_ratio(self, bcap: int, B: int) -> float | None:
-        """realised_gain's drafted tokens per ms over B tokens per plain round; None while it cannot judge."""
+        """realised_gain's drafted tokens per ms over B tokens per plain round, for the record; None while it cannot
+        judge."""
         drafted, plain = self._drafted.get(bcap), self._plain.get(bcap)
         if not plain or len(plain) < MIN_PLAIN or self._held(bcap) < REALISED_MIN_REQUESTS:
             return None
-        rate = sum(t for _, t, _ in drafted) / sum(ms for _, _, ms in drafted)
-        return rate * statistics.median(ms for _, ms in plain) / B
+        return sum(t for _, t, _ in drafted) / sum(ms for _, _, ms in drafted) * statistics.median(
+            ms for _, ms in plain) / B
 
     def _held(self, bcap: int) -> int:
         """Request-rounds in the bucket's realised-gain window."""

@@ -22,10 +22,8 @@ from __future__ import annotations
 import dataclasses
 import sys
 import time
-from collections import deque
 
-from ..adaptive.closed_batch import (GATE_WINDOW, SERVED_MIN_VALUE, closed_batch_value, closed_batch_values,
-                                     drafts_value, gate_value, path_sum)
+from ..adaptive.closed_batch import closed_batch_value, closed_batch_values
 from ..adaptive.floor import PlainFloor, floor_applies, probe_requests
 from ..adaptive.step_controller import DraftStepController, StepPolicy
 from ..adaptive.verify_budget import budget_drafts
@@ -99,11 +97,8 @@ class AdaptiveControl(StepRounds):
         """(Re)build the controllers from the installed table: same table, policy, geometry and lag, no
         feedback. Public so that benchmarks and tests start every run from the same cold state; the
         engine's round runner is pointed at the new verify controller."""
-        self._closed_values: dict[tuple[int, ...], float | tuple[float, ...]] = {}  # request_values, this table
-        self._drafted: deque[bool] = deque(maxlen=GATE_WINDOW)  # whether each recent round drafted (gate_value)
-        self._first_values: dict[int, float] = {}  # token_value_closed per batch size, for this table
-        self._drafting: dict[int, tuple[str, ...]] = {}  # round id -> its decoding requests, for drafting rounds
-        self._confidence: dict[str, float] = {}  # request id -> its draft's expected accepted tokens, newest round
+        self._closed_values: dict[int, float] = {}  # token_value_closed per batch size, for this table
+        self._request_weights: dict[tuple[int, ...], tuple[float, ...] | None] = {}  # remaining work -> weights
         cfg = self.engine.config
         self.ceiling_batches = 0  # batches run at k_max by policy.greedy_ceiling
         if self.mode == "adaptive_draft_step":
@@ -195,26 +190,16 @@ class AdaptiveControl(StepRounds):
         return plan
 
     def _plan_local(self, decoding, caps: tuple[int, ...], round_id: int) -> RoundPlan:
-        plan = self._plan_verify(decoding, caps, round_id)
-        if decoding and self.step is None:
-            self._drafted.append(plan.num_steps > 0)
-            if plan.num_steps > 0:  # whose draft scores the round will return (observe: each request's confidence)
-                self._drafting[round_id] = tuple(r.request_id for r in decoding)
-                while len(self._drafting) > 64:
-                    self._drafting.pop(next(iter(self._drafting)))
-        return plan
-
-    def _plan_verify(self, decoding, caps: tuple[int, ...], round_id: int) -> RoundPlan:
         if not decoding:
             return RoundPlan(0 if self.step else self.width, (), round_id=round_id)
         B = len(decoding)
         kv_len = max(r.num_computed for r in decoding)
         if self.step is not None:
             return self._plan_step(decoding, caps, round_id, B, kv_len)
+        value = self.token_value(B)
         ids = [r.request_id for r in decoding] if self.floor is not None else None  # the floor's batch turnover
         if self.verify.mode == "async":
-            G = self.verify.plan_budget(B, round_id=round_id, max_lens=list(caps), kv_len=kv_len,
-                                        token_value=self.gate_value(decoding)[0])
+            G = self.verify.plan_budget(B, round_id=round_id, max_lens=list(caps), kv_len=kv_len, token_value=value)
             gain = budget_drafts(self.verify.decisions[-1].reason, G, B)
             verdict = self.floor.decide(gain, any(caps), ids) if self.floor is not None else "draft"
             if verdict == "skip":  # the lagged budget admits no candidate, or not drafting wins (floor.py)
@@ -223,13 +208,10 @@ class AdaptiveControl(StepRounds):
                 G = self.geometry.pad_rows(self.geometry.pad_requests(B), B)
                 self.verify.g_histogram[G] += 1
             subset, caps = self._probe_subset(decoding, caps) if verdict == "probe" else (None, caps)
-            # per request in a closed batch (ranks the candidates)
             return RoundPlan(self.width, caps, "budget", G, round_id, probe=verdict == "probe", draft_only=subset,
-                             token_value=self.request_values(decoding))
-        value, served = self.gate_value(decoding)
+                             token_value=self.request_values(decoding))  # per request in a closed batch: the ranking
         verdict = (self.floor.decide(self.verify.predicts_gain(B, round_id=round_id, max_lens=list(caps), kv_len=kv_len,
-                                                               token_value=value, served=None if served else False),
-                                     any(caps), ids)
+                                                               token_value=value), any(caps), ids)
                    if self.floor is not None else "draft")
         if verdict == "skip":
             return RoundPlan(0, (0,) * B, round_id=round_id)
@@ -253,49 +235,36 @@ class AdaptiveControl(StepRounds):
         subset = tuple(sorted(order[:n]))
         return subset, tuple(c if i in subset else 0 for i, c in enumerate(caps))
 
+    def token_value(self, B: int) -> float:
+        """Adaptive verify's weight of extra tokens for this round (adaptive/closed_batch.py): below 1 only
+        while no request waits for a slot."""
+        return 1.0 if self.engine.scheduler.waiting else self.token_value_closed(B)
+
     def request_values(self, decoding) -> float | tuple[float, ...]:
-        """Adaptive verify's weight of each decoding request's extra tokens this round (adaptive/closed_batch.py):
-        1.0 for all while a request waits for a slot (or without plain costs); in a closed batch, per request by what
-        its early exit saves, averaging 1 (memoised per remaining work until reset())."""
+        """The admission's weight of each decoding request's extra tokens (adaptive/closed_batch.py): `token_value` for
+        all, or in a closed batch whose requests have unequal work to go, that value spread over them by what each
+        one's earlier exit saves (closed_batch_values, averaging 1; memoised per remaining work until reset())."""
+        value = self.token_value(len(decoding))
         if self.engine.scheduler.waiting or len(decoding) <= 1 or self.table is None or not self.table.metadata.plain_ms:
-            return 1.0
+            return value
         cap = self.engine.max_model_len
         remaining = tuple(max(0, min(r.params.max_tokens - len(r.output_token_ids), cap - r.num_tokens))
                           for r in decoding)
-        if remaining not in self._closed_values:
-            if len(self._closed_values) > 1024:
-                self._closed_values.clear()
-            values = closed_batch_values(remaining, 0, self.geometry.request_buckets, self.table.plain_cost_ms)
-            self._closed_values[remaining] = 1.0 if values is None else values
-        return self._closed_values[remaining]
-
-    def gate_value(self, decoding) -> tuple[float, bool]:
-        """The draft gate's weight of extra tokens and whether its served opinions apply (adaptive/closed_batch.py,
-        gate_value): (1, True) while a request waits for a slot; in a closed batch, from the share of the recent rounds
-        that drafted (rounds before any count), the request weights and each request's newest draft confidence."""
-        if self.engine.scheduler.waiting or len(decoding) <= 1:
-            return 1.0, True
-        share = (sum(self._drafted) + GATE_WINDOW - len(self._drafted)) / GATE_WINDOW  # rounds before any count
-        values = self.request_values(decoding)
-        spread = 1.0
-        if not isinstance(values, float):
-            conf = [self._confidence.get(r.request_id) for r in decoding]
-            known = [c for c in conf if c is not None]
-            fill = sum(known) / len(known) if known else 1.0
-            spread = drafts_value(values, [fill if c is None else c for c in conf])
-        # in steps of 0.05: the gate's opinions are memoised per weight (verify_controller), the weight moves every round
-        served = spread >= SERVED_MIN_VALUE  # the drafts land on requests worth nearly a whole token: count them whole
-        value = round(20.0 * gate_value(share, self.token_value_closed(len(decoding)), 1.0 if served else spread)) / 20.0
-        return value, served
+        if remaining not in self._request_weights:
+            if len(self._request_weights) > 1024:
+                self._request_weights.clear()
+            self._request_weights[remaining] = closed_batch_values(remaining, 0, self.geometry.request_buckets,
+                                                                   self.table.plain_cost_ms)
+        weights = self._request_weights[remaining]
+        return value if weights is None else tuple(value * w for w in weights)
 
     def token_value_closed(self, B: int) -> float:
-        """closed_batch_value for B requests (a request sure to leave first), from the installed table (memoised until
-        reset())."""
+        """closed_batch_value for B requests, from the installed table (memoised until reset())."""
         if self.table is None or not self.table.metadata.plain_ms:
             return 1.0
-        if B not in self._first_values:
-            self._first_values[B] = closed_batch_value(B, 0, self.geometry.request_buckets, self.table.plain_cost_ms)
-        return self._first_values[B]
+        if B not in self._closed_values:
+            self._closed_values[B] = closed_batch_value(B, 0, self.geometry.request_buckets, self.table.plain_cost_ms)
+        return self._closed_values[B]
 
     def observe(self, result, round_id: int, plan: RoundPlan | None = None, seconds: float | None = None,
                 decode_only: bool = False) -> None:
@@ -313,12 +282,6 @@ class AdaptiveControl(StepRounds):
             # synchronous admission without the floor's gate reads no lagged feedback at all (its heap
             # would only grow)
             drafted = [i for i, s in enumerate(result.draft_scores) if s]
-            ids = self._drafting.pop(round_id, None)
-            if ids is not None and len(ids) == len(result.draft_scores):  # each request's newest confidence
-                for i in drafted:
-                    self._confidence[ids[i]] = path_sum(result.draft_scores[i])
-                while len(self._confidence) > 4096:
-                    self._confidence.pop(next(iter(self._confidence)))
             self.verify.observe([result.draft_scores[i] for i in drafted], round_id=round_id,
                                 verify_lens=[result.verify_lens[i] for i in drafted],
                                 accepted=[result.num_accepted[i] for i in drafted])

@@ -32,10 +32,10 @@ def verify_lines(ctl) -> list[str]:
                      "repeats, which lagged feedback cannot foresee; its draft is nearly free)")
     if ctl.table.metadata.plain_ms:
         values = ", ".join(f"{b}: {ctl.token_value_closed(b):.2f}" for b in ctl.geometry.request_buckets)
-        lines.append("[adaspec] closed batch: while no request waits for a slot, a request's extra token is worth "
-                     "what its earlier exit saves, c(b) - c(b-1) of a plain round when it leaves b running, expected "
-                     "over when it will leave and averaging 1 over the batch (adaptive/closed_batch.py); a request "
-                     f"sure to leave first weighs, at B = {values}")
+        lines.append("[adaspec] closed batch: while no request waits for a slot, an extra token is worth what it "
+                     "saves, c(B) - c(B-1) of a plain round, against c(B) / B for a decoded one; the admission "
+                     "spreads that over the requests by what each one's earlier exit saves, expected over when it "
+                     f"will leave (adaptive/closed_batch.py); its weight at B = {values}")
     if ctl.floor is not None:
         lines.append(ctl.floor.describe())
         if ctl.verify.mode == "sync":

@@ -13,8 +13,7 @@ import math
 import numpy as np
 import pytest
 
-from adaspec.adaptive.closed_batch import (closed_batch_value, closed_batch_values, drafts_value, gate_value,
-                                          path_sum, plain_curve, rank_probabilities)
+from adaspec.adaptive.closed_batch import closed_batch_value, closed_batch_values, plain_curve, rank_probabilities
 from adaspec.adaptive.verify_budget import budget_from_lagged, sync_admission
 from test_adaptive_engine import PROMPTS, _engine, _mode_flags, cal_files, plain  # noqa: F401 (fixtures)
 
@@ -95,26 +94,6 @@ def test_no_weights_when_a_slot_is_awaited_for_one_request_or_without_plain_cost
     assert closed_batch_values((5, 6), 0, [2], {2: 0.0}.get) is None  # a zero plain cost is no cost
 
 
-def test_the_gate_weighs_a_closed_batch_by_its_drafted_share():
-    v_first = closed_batch_value(4, 0, [1, 4, 8], PLAIN)
-    assert gate_value(1.0, v_first) == 1.0  # drafting in every round spreads the gains: every token counts
-    assert gate_value(0.0, v_first) == pytest.approx(v_first)  # never: a round's gains go to whoever leaves first
-    assert gate_value(0.25, v_first) == pytest.approx(0.25 + 0.75 * v_first)
-    assert gate_value(2.0, v_first) == 1.0 and gate_value(-1.0, v_first) == pytest.approx(v_first)  # clipped
-    # drafting on, but the drafts land where they are worth little: the request far ahead accepts most
-    assert gate_value(1.0, v_first, 0.3) == pytest.approx(0.3)
-    assert gate_value(0.5, v_first, 0.3) == pytest.approx(0.5 * 0.3 + 0.5 * v_first)
-
-
-def test_drafts_value_averages_the_weights_over_each_requests_draft_confidence():
-    assert drafts_value((1.0, 1.0), (3.0, 0.2)) == pytest.approx(1.0)  # equal weights: 1 whatever the confidences
-    # request 0's draft expects 3 accepted tokens, request 1's 0.5: request 0's low weight rules
-    assert drafts_value((0.2, 1.8), (3.0, 0.5)) == pytest.approx((0.2 * 3.0 + 1.8 * 0.5) / 3.5)
-    assert drafts_value((0.5, 1.5), (0.0, 0.0)) == 1.0  # nothing expected anywhere: no basis for a lower value
-    assert path_sum([0.9, 0.5, 0.0, 1.0]) == pytest.approx(0.9 + 0.45)
-    assert path_sum([]) == 0.0
-
-
 def test_per_request_weights_rank_the_candidates_and_weigh_their_gain():
     cost = lambda bcap, rows: 10.0 + 1.0 * rows  # noqa: E731
     pad = lambda bcap, rows: rows  # noqa: E731
@@ -166,31 +145,28 @@ def test_a_closed_batch_stays_exact_and_a_waiting_queue_restores_full_value(tiny
     eng = llm.engine
     ctl = eng.control
     assert ctl.table.metadata.plain_ms  # calibrated with plain rounds: the weight applies
-    seen, gates = [], []
+    seen = []
     original = ctl._plan_local
 
     def spy(decoding, caps, round_id):
         plan = original(decoding, caps, round_id)
-        seen.append((len(decoding), len(eng.scheduler.waiting), ctl.request_values(decoding), plan))
-        gates.append((len(decoding), len(eng.scheduler.waiting), ctl.gate_value(decoding)))
+        seen.append((len(decoding), len(eng.scheduler.waiting), ctl.token_value(len(decoding)),
+                     ctl.request_values(decoding), plan))
         return plan
 
     ctl._plan_local = spy
     done = llm.generate(PROMPTS, params)  # 6 requests, 4 slots: two wait at first, none at the end
     for i, r in enumerate(ref):
         assert done[i].token_ids == r.token_ids, (mode, i)
-    assert any(w > 0 for _, w, _, _ in seen) and any(w == 0 and B > 1 for B, w, _, _ in seen)
-    closed = 0
-    for B, waiting, value, plan in seen:
+    assert any(w > 0 for _, w, _, _, _ in seen) and any(w == 0 and B > 1 for B, w, _, _, _ in seen)
+    spread = 0
+    for B, waiting, value, values, plan in seen:
+        assert 0.0 <= value <= 1.0
         if waiting or B <= 1:
-            assert value == 1.0
-        elif value != 1.0:
-            closed += 1
-            assert len(value) == B and sum(value) == pytest.approx(B) and min(value) >= 0.0
+            assert value == 1.0 and values == 1.0
+        elif values != value:  # unequal work to go: the batch's value spread over its requests
+            spread += 1
+            assert len(values) == B and sum(values) == pytest.approx(B * value) and min(values) >= 0.0
         if plan.num_steps and plan.admission in ("sync", "budget"):
-            assert plan.token_value == value  # what the runner's admission uses
-    assert closed > 0  # the closed rounds were weighed per request
-    for B, waiting, g in gates:  # the gate: 1 with a queue or one request, else between v_first and 1
-        value, served = g
-        assert (value, served) == (1.0, True) if waiting or B <= 1 else \
-            ctl.token_value_closed(B) - 0.025 <= value <= 1.0  # steps of 0.05
+            assert plan.token_value == values  # what the runner's admission uses
+    assert spread > 0  # the closed rounds with unequal work to go were weighed per request

@@ -1,9 +1,10 @@
 """Same process, same table: DSpark w = 7 sync at B = 4 (four prompts: a closed batch) against plain and fixed L,
 with the closed batch's token weights as variants, and a tally of which gate opinion let each drafted round draft.
 
-Variants: plain, L1..L7 (fixed), sync (this commit's per-request weights), old (stop 63: one weight for the batch,
-the first-to-leave value, in the gate and the admission), norealised / nocold (sync without that gate opinion),
-gateold (per-request weights in the admission, stop 63's single weight in the gate).
+Variants: plain, L1..L7 (fixed), sync (the checkout's rules), old (stop 63: one weight for the batch, the
+first-to-leave value, in the gate and the admission), norealised / nocold (sync without that gate opinion),
+gateold (the checkout's admission, stop 63's single weight in the gate). Stop 64 ran it against each gate variant's
+commit (bench/results/s64/README.md); at the final commit `sync` and `gateold` gate alike.
 usage: OMP_NUM_THREADS=1 taskset -c N python bench/results/s64/closed_exp.py SOURCES VARIANTS REPEATS [B]
 """
 import collections
