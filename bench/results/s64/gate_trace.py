@@ -1,0 +1,48 @@
+"""Stop 64: the sync gate's verdict round by round for four requests (a closed batch): the weight it was given, what
+its newest lagged round's early stop predicted (tokens per ms at the G it reaches, and a plain round's), and whether it
+drafted (another opinion may say yes where the model says plain).
+
+    OMP_NUM_THREADS=1 taskset -c 0 python bench/results/s64/gate_trace.py prose
+"""
+import os
+import sys
+import tempfile
+from pathlib import Path
+from types import SimpleNamespace
+
+sys.path.insert(0, os.environ.get("CHECKOUT", str(Path(__file__).resolve().parents[3])))
+from bench import common  # noqa: E402
+from bench.adaptive_calibration import calibration_fields, write_calibration_files  # noqa: E402
+
+common.setup_threads(1)
+src, B = sys.argv[1], 4
+ns = SimpleNamespace(calibration_json=None, batch_sizes=[B], max_model_len=1024, sources=[src], num_prompts=B,
+                     prompt_tokens=192, alt_step_policy="{}")
+files = write_calibration_files(ns, Path(tempfile.mkdtemp()))
+d = common.build_llm("float32", "DSpark", 7, None, max_seqs=B, max_model_len=1024, enable_adaptive_target_verify=True,
+                     adaptive_target_verify_calibration=str(files["dspark7"]),
+                     graph_decode_batch_sizes=tuple(calibration_fields(ns)["request_buckets"]))
+sets = common.warmed_prompt_sets({"d": d}, ns)
+ctl = d.engine.control
+ctl.reset()
+v = ctl.verify
+orig = type(v).predicts_gain
+log = []
+
+
+def traced(*a, **k):
+    out = orig(v, *a, **k)
+    bcap = v.pad_requests(a[0])
+    tv = k.get("token_value", 1.0)
+    dd = v._budget(a[0], bcap, None, k.get("kv_len"), tv, early_stop=True)
+    log.append((k.get("round_id"), tv, out, dd.reason[:30], {g: round(x, 4) for g, x in dd.predicted.items()},
+                len(v.lagged)))
+    return out
+
+
+v.predicts_gain = traced
+common.serve(d, sets[src][:B], B, 256, ignore_eos=True)
+print("(round, gate weight, drafted, model's verdict, predicted tokens per ms {G: drafted, 0: plain}, lagged rounds)")
+for row in log[:40]:
+    print(row)
+print(ctl.summary())
