@@ -245,7 +245,8 @@ class AdaptiveControl(StepRounds):
         all, or in a closed batch whose requests have unequal work to go, that value spread over them by what each
         one's earlier exit saves (closed_batch_values, averaging 1; memoised per remaining work until reset())."""
         value = self.token_value(len(decoding))
-        if self.engine.scheduler.waiting or len(decoding) <= 1 or self.table is None or not self.table.metadata.plain_ms:
+        if (self.engine.scheduler.waiting or len(decoding) <= 1 or self.table is None
+                or not self.table.metadata.plain_ms):
             return value
         cap = self.engine.max_model_len
         remaining = tuple(max(0, min(r.params.max_tokens - len(r.output_token_ids), cap - r.num_tokens))

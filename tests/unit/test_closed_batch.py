@@ -8,8 +8,6 @@ changes.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 
@@ -49,7 +47,8 @@ def test_rank_probabilities_are_distributions_and_order_by_remaining_work():
     for d in dists:
         assert len(d) == 4 and sum(d) == pytest.approx(1.0) and min(d) >= 0.0
     expected_after = [sum(k * p for k, p in enumerate(d)) for d in dists]  # requests finishing after each
-    assert expected_after[1] > expected_after[0] > expected_after[2] and expected_after[0] == pytest.approx(expected_after[3])
+    assert expected_after[1] > expected_after[0] > expected_after[2]
+    assert expected_after[0] == pytest.approx(expected_after[3])
     assert dists[2][0] > 0.99  # 200 tokens to go against 40 at most: surely the last
     assert dists[1][3] > 0.99  # 10 against 40 and more: surely the first
 
@@ -106,12 +105,14 @@ def test_per_request_weights_rank_the_candidates_and_weigh_their_gain():
     with pytest.raises(ValueError, match="2 requests"):
         sync_admission(P, 2, cost, pad, token_value=(1.0,))
     rng = np.random.default_rng(0)
-    for _ in range(50):  # any weights: each request's admitted drafts are a prefix within its cap
+    for _ in range(50):  # any weights: admitted drafts within each cap, and the objective is what they are worth
         Q = np.cumprod(rng.uniform(0.2, 1.0, size=(4, 5)), axis=1)
         w = tuple(float(x) for x in rng.uniform(0.0, 3.0, size=4))
-        lens = sync_admission(Q, 4, cost, pad, max_lens=[5, 2, 0, 5], token_value=w).verify_lens
+        d = sync_admission(Q, 4, cost, pad, max_lens=[5, 2, 0, 5], token_value=w)
+        lens = d.verify_lens
         assert lens[1] <= 2 and lens[2] == 0 and all(0 <= n <= 5 for n in lens)
-        assert not math.isnan(sum(lens))
+        worth = 4 + sum(w[b] * float(Q[b, :lens[b]].sum()) for b in range(4))
+        assert d.predicted == pytest.approx(worth / cost(4, 4 + sum(lens)))
 
 
 def test_the_budget_weighs_only_the_extra_tokens():

@@ -1,6 +1,6 @@
 """Stop 64: at B = 4 (a closed batch), DSpark sync verify's round times by how many plain rounds came before a
-drafted round (its draft first refreshes the context those rounds left pending), beside plain rounds, and the tokens per ms
-each kind committed.
+drafted round (its draft first refreshes the context those rounds left pending), beside plain rounds, and the tokens
+per ms each kind committed.
 
     OMP_NUM_THREADS=1 taskset -c 0 python bench/results/s64/gap_cost.py code [B] [RUNS]
 """

@@ -59,6 +59,7 @@ for src in srcs:
             w = rows[i:i + 16]
             rates.append((w[0][1] - w[-1][2]) / sum(ms for ms, _, _ in w) / plain_rate)
         same = "=plain" if run.outputs == plain.outputs else "MISMATCH"
-        print(f"{src} L{L}: {run.tokens / run.cpu_s / (plain.tokens / plain.cpu_s):.3f}x plain {same}; laggard progress "
-              f"per ms / plain's over 16-round windows: median {statistics.median(rates):.3f}, first three "
+        speed = run.tokens / run.cpu_s / (plain.tokens / plain.cpu_s)
+        print(f"{src} L{L}: {speed:.3f}x plain {same}; laggard progress per ms / plain's over 16-round windows: "
+              f"median {statistics.median(rates):.3f}, first three "
               + ", ".join(f"{x:.3f}" for x in rates[:3]), flush=True)
