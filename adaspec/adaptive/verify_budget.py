@@ -99,8 +99,9 @@ def cap_list(max_lens, B: int, w: int) -> list[int]:
 def _ranked(paths: list[list[float]], caps: list[int], values: list[float] | None = None) -> list[tuple[int, int]]:
     """rank_order on clean path probabilities and caps, as Python lists (a sort of tuples: at the few dozen
     candidates of a round, numpy's meshgrid and lexsort were most of the admission's time; the order is the same);
-    with per-request `values`, by value times probability (a prefix of each row still ranks before its rest)."""
-    if values is not None and any(v != 1.0 for v in values):
+    with per-request `values` that differ, by value times probability (a prefix of each row still ranks before its
+    rest); equal values leave the order to the probabilities alone, bit for bit."""
+    if values is not None and min(values) != max(values):
         ranked = sorted((-values[b] * p, j, b) for b, row in enumerate(paths) for j, p in enumerate(row[:caps[b]])
                         if p > 0)
         return [(b, j) for _, j, b in ranked]
