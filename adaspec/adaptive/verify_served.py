@@ -159,20 +159,22 @@ class ServedRows:
         REALISED_MIN_REQUESTS on, what there is) committed more tokens per ms, as served, than B tokens per plain round
         (the median of the newest steady plain rounds, whatever their age) by REALISED_MARGIN: measured acceptance at
         measured cost, no table and no confidence model."""
-        drafted, plain = self._drafted.get(bcap), self._plain.get(bcap)
-        if not plain or len(plain) < MIN_PLAIN or self._held(bcap) < REALISED_MIN_REQUESTS:
-            return False
-        rate = sum(t for _, t, _ in drafted) / sum(ms for _, _, ms in drafted)
-        return rate > (1.0 + REALISED_MARGIN) * B / statistics.median(ms for _, ms in plain)
+        rates = self._realised(bcap)
+        return rates is not None and rates[0] > (1.0 + REALISED_MARGIN) * B / rates[1]
 
     def realised_ratio(self, bcap: int, B: int) -> float | None:
         """realised_gain's drafted tokens per ms over B tokens per plain round, for the record; None while it cannot
         judge."""
+        rates = self._realised(bcap)
+        return None if rates is None else rates[0] * rates[1] / B
+
+    def _realised(self, bcap: int) -> tuple[float, float] | None:
+        """(the realised window's committed tokens per ms, the median steady plain round's ms); None while there are
+        fewer than MIN_PLAIN plain rounds or REALISED_MIN_REQUESTS drafted request-rounds to judge from."""
         drafted, plain = self._drafted.get(bcap), self._plain.get(bcap)
         if not plain or len(plain) < MIN_PLAIN or self._held(bcap) < REALISED_MIN_REQUESTS:
             return None
-        return sum(t for _, t, _ in drafted) / sum(ms for _, _, ms in drafted) * statistics.median(
-            ms for _, ms in plain) / B
+        return sum(t for _, t, _ in drafted) / sum(ms for _, _, ms in drafted), statistics.median(ms for _, ms in plain)
 
     def _held(self, bcap: int) -> int:
         """Request-rounds in the bucket's realised-gain window."""
