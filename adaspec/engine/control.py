@@ -98,7 +98,6 @@ class AdaptiveControl(StepRounds):
         feedback. Public so that benchmarks and tests start every run from the same cold state; the
         engine's round runner is pointed at the new verify controller."""
         self._closed_values: dict[int, float] = {}  # token_value_closed per batch size, for this table
-        self._request_weights: dict[tuple[int, ...], tuple[float, ...] | None] = {}  # remaining work -> weights
         cfg = self.engine.config
         self.ceiling_batches = 0  # batches run at k_max by policy.greedy_ceiling
         if self.mode == "adaptive_draft_step":
@@ -243,7 +242,8 @@ class AdaptiveControl(StepRounds):
     def request_values(self, decoding) -> float | tuple[float, ...]:
         """The admission's weight of each decoding request's extra tokens (adaptive/closed_batch.py): `token_value` for
         all, or in a closed batch whose requests have unequal work to go, that value spread over them by what each
-        one's earlier exit saves (closed_batch_values, averaging 1; memoised per remaining work until reset())."""
+        one's earlier exit saves (closed_batch_values, averaging 1). Called for rounds that draft only; not memoised:
+        the work to go shrinks every round, so no two rounds ask for the same weights."""
         value = self.token_value(len(decoding))
         if (self.engine.scheduler.waiting or len(decoding) <= 1 or self.table is None
                 or not self.table.metadata.plain_ms):
@@ -251,12 +251,7 @@ class AdaptiveControl(StepRounds):
         cap = self.engine.max_model_len
         remaining = tuple(max(0, min(r.params.max_tokens - len(r.output_token_ids), cap - r.num_tokens))
                           for r in decoding)
-        if remaining not in self._request_weights:
-            if len(self._request_weights) > 1024:
-                self._request_weights.clear()
-            self._request_weights[remaining] = closed_batch_values(remaining, 0, self.geometry.request_buckets,
-                                                                   self.table.plain_cost_ms)
-        weights = self._request_weights[remaining]
+        weights = closed_batch_values(remaining, 0, self.geometry.request_buckets, self.table.plain_cost_ms)
         return value if weights is None else tuple(value * w for w in weights)
 
     def token_value_closed(self, B: int) -> float:
