@@ -87,18 +87,25 @@ def write_calibration_files(args, workdir: Path) -> dict:
     return files
 
 
-def dspark_sync_b1(sources: list[str], num_prompts: int = 4):
-    """(a DSpark w = 7 engine with synchronous adaptive verify at one request, calibrated by this module's file, and
-    the namespace of its prompt sets): the engine the record scripts of stops 59-61 build for one-process A/Bs."""
+def dspark_sync(sources: list[str], batch_size: int = 1, num_prompts: int = 4):
+    """(a DSpark w = 7 engine with synchronous adaptive verify for `batch_size` requests, calibrated by this module's
+    file, and the namespace of its prompt sets): the engine the record scripts of stops 59-64 build for one-process
+    A/Bs."""
     import tempfile
     from types import SimpleNamespace
 
     from bench import common
 
-    ns = SimpleNamespace(calibration_json=None, batch_sizes=[1], max_model_len=1024, sources=list(sources),
+    ns = SimpleNamespace(calibration_json=None, batch_sizes=[batch_size], max_model_len=1024, sources=list(sources),
                          num_prompts=num_prompts, prompt_tokens=192, alt_step_policy="{}")
     files = write_calibration_files(ns, Path(tempfile.mkdtemp()))
-    engine = common.build_llm("float32", "DSpark", 7, None, max_seqs=1, max_model_len=1024,
+    engine = common.build_llm("float32", "DSpark", 7, None, max_seqs=batch_size, max_model_len=1024,
                               enable_adaptive_target_verify=True,
-                              adaptive_target_verify_calibration=str(files["dspark7"]), graph_decode_batch_sizes=(1,))
+                              adaptive_target_verify_calibration=str(files["dspark7"]),
+                              graph_decode_batch_sizes=tuple(calibration_fields(ns)["request_buckets"]))
     return engine, ns
+
+
+def dspark_sync_b1(sources: list[str], num_prompts: int = 4):
+    """dspark_sync at one request (stops 59-63's record scripts)."""
+    return dspark_sync(sources, 1, num_prompts)

@@ -10,13 +10,11 @@ usage: OMP_NUM_THREADS=1 taskset -c N python bench/results/s64/closed_exp.py SOU
 import collections
 import os
 import sys
-import tempfile
 from pathlib import Path
-from types import SimpleNamespace
 
 sys.path.insert(0, os.environ.get("CHECKOUT", str(Path(__file__).resolve().parents[3])))
 from bench import common  # noqa: E402
-from bench.adaptive_calibration import write_calibration_files  # noqa: E402
+from bench.adaptive_calibration import calibration_fields, dspark_sync  # noqa: E402
 from bench.adaptive_hooks import Hook  # noqa: E402
 
 common.setup_threads(1)
@@ -25,13 +23,8 @@ variants = sys.argv[2].split(",")
 reps = int(sys.argv[3]) if len(sys.argv) > 3 else 3
 B = int(sys.argv[4]) if len(sys.argv) > 4 else 4
 TEMP = float(os.environ.get("TEMP", "0"))
-ns = SimpleNamespace(calibration_json=None, batch_sizes=[B], max_model_len=1024, sources=srcs, num_prompts=B,
-                     prompt_tokens=192, alt_step_policy="{}")
-files = write_calibration_files(ns, Path(tempfile.mkdtemp()))
-from bench.adaptive_calibration import calibration_fields  # noqa: E402
+d, ns = dspark_sync(srcs, B, B)
 buckets = tuple(calibration_fields(ns)["request_buckets"])
-d = common.build_llm("float32", "DSpark", 7, None, max_seqs=B, max_model_len=1024, enable_adaptive_target_verify=True,
-                     adaptive_target_verify_calibration=str(files["dspark7"]), graph_decode_batch_sizes=buckets)
 f = common.build_llm("float32", "DSpark", 7, None, max_seqs=B, max_model_len=1024, graph_decode_batch_sizes=buckets)
 p = common.build_llm("float32", "none", None, None, max_seqs=B, max_model_len=1024)
 sets = common.warmed_prompt_sets({"d": d, "p": p, "f": f}, ns)

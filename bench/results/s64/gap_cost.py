@@ -9,23 +9,16 @@ import statistics
 import sys
 from collections import defaultdict
 from pathlib import Path
-from types import SimpleNamespace
-import tempfile
 
 sys.path.insert(0, os.environ.get("CHECKOUT", str(Path(__file__).resolve().parents[3])))
 from bench import common  # noqa: E402
-from bench.adaptive_calibration import calibration_fields, write_calibration_files  # noqa: E402
+from bench.adaptive_calibration import dspark_sync  # noqa: E402
 
 common.setup_threads(1)
 src = sys.argv[1]
 B = int(sys.argv[2]) if len(sys.argv) > 2 else 4
 runs = int(sys.argv[3]) if len(sys.argv) > 3 else 2
-ns = SimpleNamespace(calibration_json=None, batch_sizes=[B], max_model_len=1024, sources=[src], num_prompts=B,
-                     prompt_tokens=192, alt_step_policy="{}")
-files = write_calibration_files(ns, Path(tempfile.mkdtemp()))
-d = common.build_llm("float32", "DSpark", 7, None, max_seqs=B, max_model_len=1024, enable_adaptive_target_verify=True,
-                     adaptive_target_verify_calibration=str(files["dspark7"]),
-                     graph_decode_batch_sizes=tuple(calibration_fields(ns)["request_buckets"]))
+d, ns = dspark_sync([src], B, B)
 sets = common.warmed_prompt_sets({"d": d}, ns)
 ctl = d.engine.control
 rows = []
