@@ -96,7 +96,8 @@ _WEIGHTS = _WEIGHTS / math.sqrt(2.0 * math.pi)
 def rank_probabilities(remaining: Sequence[int]) -> list[list[float]]:
     """Per request i: [P(k others finish after it) for k = 0..B-1] under the module's prior: finishing points
     independent, normal with mean r and variance r + 1; given i's, the others' are a Poisson binomial, averaged over
-    i's by Gauss-Hermite quadrature (0.05 ms at B = 4, 0.5 ms at B = 16 on the 2-core VM)."""
+    i's by Gauss-Hermite quadrature (0.05-0.08 ms at B = 4, 0.5-0.6 ms at B = 16 on the 2-core VM:
+    bench/results/s64/weights_time.py)."""
     r = np.array([max(0, int(x)) for x in remaining], dtype=np.float64)
     B = len(r)
     sd = np.sqrt(r + 1.0)
